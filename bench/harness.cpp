@@ -1,0 +1,146 @@
+#include "bench/harness.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "fusekit/error.hpp"
+#include "fusekit/runtime.hpp"
+
+namespace fusekit::bench {
+
+namespace {
+constexpr double kMsPerS = 1e3;
+constexpr double kTera = 1e12;
+constexpr double kGiga = 1e9;
+constexpr int kL2FlushFactor = 2;
+constexpr int kFlushByte = 0x5A;
+}  // namespace
+
+L2Flusher::L2Flusher() : scratch_(current_device_info().l2_bytes * kL2FlushFactor) {}
+
+void L2Flusher::flush(cudaStream_t stream) {
+  check_cuda(cudaMemsetAsync(scratch_.data(), kFlushByte, scratch_.bytes(), stream), "L2 flush");
+}
+
+Timing time_runs(const std::function<void(cudaStream_t)>& run, const TimingOptions& options, cudaStream_t stream,
+                 L2Flusher& flusher) {
+  for (int i = 0; i < options.warmup_runs; ++i) run(stream);
+  Event start, stop;
+  std::vector<double> times;
+  double total = 0;
+  while (static_cast<int>(times.size()) < options.max_runs &&
+         (static_cast<int>(times.size()) < options.min_runs || total < options.min_total_ms)) {
+    flusher.flush(stream);
+    start.record(stream);
+    run(stream);
+    stop.record(stream);
+    const double ms = stop.elapsed_ms_since(start);
+    times.push_back(ms);
+    total += ms;
+  }
+  std::sort(times.begin(), times.end());
+  Timing t;
+  t.runs = static_cast<int>(times.size());
+  t.min_ms = times.front();
+  t.max_ms = times.back();
+  t.median_ms = times.size() % 2 ? times[times.size() / 2]
+                                 : 0.5 * (times[times.size() / 2 - 1] + times[times.size() / 2]);
+  return t;
+}
+
+double measure_copy_bandwidth(cudaStream_t stream) {
+  constexpr std::size_t kCopyBytes = std::size_t{1} << 30;  // far beyond L2
+  constexpr int kCopies = 10;
+  DeviceBuffer src(kCopyBytes), dst(kCopyBytes);
+  check_cuda(cudaMemsetAsync(src.data(), kFlushByte, kCopyBytes, stream), "memset");
+  check_cuda(cudaMemcpyAsync(dst.data(), src.data(), kCopyBytes, cudaMemcpyDeviceToDevice, stream), "warm-up copy");
+  Event start, stop;
+  start.record(stream);
+  for (int i = 0; i < kCopies; ++i)
+    check_cuda(cudaMemcpyAsync(dst.data(), src.data(), kCopyBytes, cudaMemcpyDeviceToDevice, stream), "copy");
+  stop.record(stream);
+  const double s = stop.elapsed_ms_since(start) / kMsPerS;
+  return 2.0 * kCopyBytes * kCopies / s;
+}
+
+std::vector<RungResult> run_ladder(LadderRun& ladder, const TimingOptions& options, cudaStream_t stream) {
+  L2Flusher flusher;
+  std::vector<RungResult> results;
+  for (auto& rung : ladder.rungs) {
+    RungResult r;
+    r.ladder = ladder.ladder;
+    r.rung = rung.name;
+    r.description = rung.description;
+    r.shape = ladder.shape;
+    r.dtype = ladder.dtype;
+    rung.poison_outputs(stream);
+    rung.run(stream);
+    check_cuda(cudaStreamSynchronize(stream), fmt::format("rung {}", rung.name));
+    r.check = rung.check();
+    if (r.check.passed) {
+      r.timing = time_runs(rung.run, options, stream, flusher);
+      const double s = r.timing.median_ms / kMsPerS;
+      r.tflops = rung.flops / s / kTera;
+      r.gbps = rung.min_bytes / s / kGiga;
+    }
+    results.push_back(r);
+  }
+  const auto base = std::find_if(results.begin(), results.end(),
+                                 [&](const RungResult& r) { return r.rung == ladder.baseline; });
+  for (auto& r : results) {
+    r.baseline = ladder.baseline;
+    if (base != results.end() && base->check.passed && r.check.passed)
+      r.speedup = base->timing.median_ms / r.timing.median_ms;
+  }
+  return results;
+}
+
+nlohmann::json to_json(const RungResult& r) {
+  return {{"ladder", r.ladder},
+          {"rung", r.rung},
+          {"description", r.description},
+          {"shape", r.shape},
+          {"dtype", r.dtype},
+          {"valid", r.check.passed},
+          {"check", r.check.what},
+          {"rel_err", r.check.rel_err},
+          {"bound", r.check.bound},
+          {"nonfinite", r.check.nonfinite},
+          {"median_ms", r.timing.median_ms},
+          {"min_ms", r.timing.min_ms},
+          {"max_ms", r.timing.max_ms},
+          {"runs", r.timing.runs},
+          {"tflops", r.tflops},
+          {"gbps_min_bytes", r.gbps},
+          {"baseline", r.baseline},
+          {"speedup_vs_baseline", r.speedup}};
+}
+
+std::string format_table(const std::vector<RungResult>& results) {
+  std::string out = fmt::format("{:<8} {:<18} {:<12} {:>9} {:>9} {:>9} {:>10} {:>9}  {}\n", "ladder", "shape",
+                                "rung", "ms", "TFLOP/s", "GB/s", "rel_err", "vs base", "check");
+  for (const auto& r : results) {
+    out += fmt::format("{:<8} {:<18} {:<12} {:>9.4f} {:>9.1f} {:>9.1f} {:>10.2e} {:>8.3f}x  {}\n", r.ladder, r.shape,
+                       r.rung, r.timing.median_ms, r.tflops, r.gbps, r.check.rel_err, r.speedup,
+                       r.check.passed ? "ok" : fmt::format("FAILED (bound {:.1e}, {} non-finite)", r.check.bound,
+                                                           r.check.nonfinite));
+  }
+  return out;
+}
+
+double tolerance(DType output) {
+  // NOTE: bounds on ‖out − ref‖/‖ref‖ a few times the output format's unit roundoff, so a
+  // correct kernel passes with margin and an indexing or layout error (O(1) error) cannot.
+  switch (output) {
+    case DType::F32: return 1e-4;
+    case DType::F16: return 2e-3;
+    case DType::BF16: return 8e-3;
+    case DType::E4M3: return 1e-1;
+    case DType::E5M2: return 2e-1;
+    case DType::U8: return 0;
+  }
+  return 0;
+}
+
+}  // namespace fusekit::bench

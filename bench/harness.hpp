@@ -1,0 +1,90 @@
+#pragma once
+// The benchmark harness: validate, then time, then compare (the llm.c dev/cuda discipline).
+// Timing uses CUDA events around each run, after warm-up, with L2 flushed before every run so
+// nothing is timed from cache; the median of many runs is reported.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <nlohmann/json.hpp>
+
+#include "fusekit/buffer.hpp"
+
+namespace fusekit::bench {
+
+struct TimingOptions {
+  int warmup_runs = 3;
+  int min_runs = 20;
+  double min_total_ms = 200.0;  // keep timing until both min_runs and this much GPU time
+  int max_runs = 1000;
+};
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int runs = 0;
+};
+
+// Evicts L2 by writing a buffer twice its size (outside the timed region).
+class L2Flusher {
+ public:
+  L2Flusher();
+  void flush(cudaStream_t stream);
+
+ private:
+  DeviceBuffer scratch_;
+};
+
+Timing time_runs(const std::function<void(cudaStream_t)>& run, const TimingOptions& options, cudaStream_t stream,
+                 L2Flusher& flusher);
+
+// Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written.
+double measure_copy_bandwidth(cudaStream_t stream);
+
+struct Check {
+  bool passed = false;
+  double rel_err = 0;       // relative L2 error against the reference
+  double bound = 0;         // the bound it must stay under
+  std::int64_t nonfinite = 0;
+  std::string what;         // e.g. "16 sampled rows vs CPU double reference"
+};
+
+// One rung of a ladder: how to run it, and how to check its output against the reference.
+struct Rung {
+  std::string name;         // e.g. "unfused"
+  std::string description;  // e.g. "cuBLASLt GEMM, then bias kernel, then GELU kernel"
+  std::function<void(cudaStream_t)> run;
+  std::function<void(cudaStream_t)> poison_outputs;
+  std::function<Check()> check;
+  double flops = 0;            // useful FLOPs (2·M·N·K for a GEMM)
+  double min_bytes = 0;        // each input read once, each output written once
+};
+
+struct RungResult {
+  std::string ladder, rung, description, shape, dtype;
+  Check check;
+  Timing timing;
+  double tflops = 0, gbps = 0;
+  std::string baseline;        // the rung the ratio is against
+  double speedup = 0;          // baseline time / this time
+};
+
+struct LadderRun {
+  std::string ladder, shape, dtype;
+  std::string baseline;        // name of the rung the ratios are against
+  std::vector<Rung> rungs;
+};
+
+// Validates every rung (outputs poisoned first), then times every validated rung; a rung that
+// fails validation is reported and not timed.
+std::vector<RungResult> run_ladder(LadderRun& ladder, const TimingOptions& options, cudaStream_t stream);
+
+nlohmann::json to_json(const RungResult& r);
+std::string format_table(const std::vector<RungResult>& results);
+
+// Relative-L2 bounds by output dtype for checks against a double reference.
+double tolerance(DType output);
+
+}  // namespace fusekit::bench

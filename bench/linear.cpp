@@ -1,0 +1,151 @@
+#include "bench/linear.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "fusekit/error.hpp"
+#include "fusekit/gemm.hpp"
+#include "fusekit/numerics.hpp"
+#include "fusekit/pointwise.hpp"
+#include "fusekit/reference/gemm.hpp"
+#include "fusekit/transfer.hpp"
+
+namespace fusekit::bench {
+
+namespace {
+
+constexpr int kSampledRows = 16;
+// NOTE: W is drawn from U(−√(3/K), √(3/K)) so that X·Wᵀ has variance 1/3 whatever K is: the
+// GELU then works in its curved region instead of acting as the identity on huge values.
+constexpr double kUniformVarianceFactor = 3.0;
+
+struct LinearState {
+  LinearShape shape;
+  DType dtype;
+  GemmHandle handle;
+  DeviceTensor x, w, bias, t1, t2, y, y_gemm;
+  std::vector<std::int64_t> rows;   // rows of the output that are checked
+  reference::GemmResult expected_gemm, expected_linear;
+};
+
+TensorView row_view(const TensorView& t, std::int64_t row) {
+  auto* base = static_cast<char*>(t.data) + row * t.strides[0] * static_cast<std::int64_t>(t.element_size());
+  return TensorView::matrix(base, t.dtype, 1, t.shape[1], t.strides[0]);
+}
+
+Check check_rows(const LinearState& s, const TensorView& out, const reference::Matrix& expected, std::string what) {
+  Check c;
+  c.bound = tolerance(s.dtype);
+  c.nonfinite = count_nonfinite(out);
+  double diff_sq = 0, ref_sq = 0;
+  for (std::size_t i = 0; i < s.rows.size(); ++i) {
+    const auto got = download(row_view(out, s.rows[i]));
+    for (std::int64_t j = 0; j < s.shape.n; ++j) {
+      const double e = expected(static_cast<std::int64_t>(i), j);
+      const double g = got[static_cast<std::size_t>(j)];
+      if (!std::isfinite(g)) continue;  // counted in nonfinite already
+      diff_sq += (g - e) * (g - e);
+      ref_sq += e * e;
+    }
+  }
+  c.rel_err = std::sqrt(diff_sq / std::max(ref_sq, std::numeric_limits<double>::min()));
+  c.passed = c.nonfinite == 0 && c.rel_err <= c.bound;
+  c.what = std::move(what);
+  return c;
+}
+
+}  // namespace
+
+LadderRun make_linear_ladder(const LinearOptions& o) {
+  const auto [m, n, k] = o.shape;
+  require(m > 0 && n > 0 && k > 0, "shape (m, n, k)", "all positive", fmt::format("{}, {}, {}", m, n, k));
+  require(o.dtype == DType::BF16 || o.dtype == DType::F16, "dtype", "bf16 or f16", dtype_name(o.dtype));
+  const std::uint64_t seed = o.seed ? o.seed : std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+
+  auto s = std::make_shared<LinearState>();
+  s->shape = o.shape;
+  s->dtype = o.dtype;
+  s->x = DeviceTensor(o.dtype, {m, k});
+  s->w = DeviceTensor(o.dtype, {n, k});
+  s->bias = DeviceTensor(o.dtype, {n});
+  s->t1 = DeviceTensor(o.dtype, {m, n});
+  s->t2 = DeviceTensor(o.dtype, {m, n});
+  s->y = DeviceTensor(o.dtype, {m, n});
+  s->y_gemm = DeviceTensor(o.dtype, {m, n});
+  const float w_range = static_cast<float>(std::sqrt(kUniformVarianceFactor / static_cast<double>(k)));
+  fill_uniform(s->x, seed, -1.0f, 1.0f);
+  fill_uniform(s->w, seed + 1, -w_range, w_range);
+  fill_uniform(s->bias, seed + 2, -1.0f, 1.0f);
+
+  // The rows to check, and the reference for them (computed once, shared by every rung).
+  if (o.scope == CheckScope::AllRows || m <= kSampledRows) {
+    for (std::int64_t r = 0; r < m; ++r) s->rows.push_back(r);
+  } else {
+    std::mt19937_64 rng(seed);
+    s->rows = {0, m - 1};
+    while (static_cast<int>(s->rows.size()) < kSampledRows) s->rows.push_back(static_cast<std::int64_t>(rng() % m));
+    std::sort(s->rows.begin(), s->rows.end());
+    s->rows.erase(std::unique(s->rows.begin(), s->rows.end()), s->rows.end());
+  }
+  reference::GemmProblem p;
+  p.a = reference::Matrix(m, k);
+  p.a.data = download(s->x);
+  p.b = reference::Matrix(n, k);
+  p.b.data = download(s->w);
+  p.trans_b = Transpose::Yes;
+  p.bias = download(s->bias);
+  p.epilogue = Epilogue::Default;
+  s->expected_gemm = reference::gemm_rows(p, s->rows);
+  p.epilogue = Epilogue::GeluBias;
+  s->expected_linear = reference::gemm_rows(p, s->rows);
+  const std::string what = s->rows.size() == static_cast<std::size_t>(m)
+                               ? "every row vs CPU double reference"
+                               : fmt::format("{} sampled rows vs CPU double reference (seed {})", s->rows.size(), seed);
+
+  LadderRun ladder;
+  ladder.ladder = "linear";
+  ladder.shape = fmt::format("{}x{}x{}", m, n, k);
+  ladder.dtype = std::string(dtype_name(o.dtype));
+  ladder.baseline = "unfused";
+  const double flops = 2.0 * m * n * k;
+  const double esz = static_cast<double>(dtype_size(o.dtype));
+  const double io_bytes = esz * (m * k + n * k + n + m * n);
+
+  auto linear_args = [s](Epilogue e, const TensorView& out) {
+    GemmArgs g;
+    g.a = s->x;
+    g.b = s->w;
+    g.trans_b = Transpose::Yes;
+    g.d = out;
+    g.epilogue = e;
+    if (bias_role(e) == BiasRole::Input) g.bias = s->bias;
+    return g;
+  };
+
+  ladder.rungs.push_back(Rung{
+      "gemm", "plain GEMM, no epilogue (peer line)",
+      [s, linear_args](cudaStream_t st) { gemm(s->handle, linear_args(Epilogue::Default, s->y_gemm), st); },
+      [s](cudaStream_t st) { poison(s->y_gemm, st); },
+      [s, what] { return check_rows(*s, s->y_gemm, s->expected_gemm.d, what); }, flops,
+      esz * (m * k + n * k + m * n)});
+  ladder.rungs.push_back(Rung{
+      "unfused", "GEMM, then bias kernel, then GELU kernel",
+      [s, linear_args](cudaStream_t st) {
+        gemm(s->handle, linear_args(Epilogue::Default, s->t1), st);
+        add_bias(s->t1, s->bias, s->t2, st);
+        gelu(s->t2, s->y, st);
+      },
+      [s](cudaStream_t st) { poison(s->t1, st); poison(s->t2, st); poison(s->y, st); },
+      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+  ladder.rungs.push_back(Rung{
+      "cublaslt", "Level 1: cuBLASLt GELU_BIAS epilogue",
+      [s, linear_args](cudaStream_t st) { gemm(s->handle, linear_args(Epilogue::GeluBias, s->y), st); },
+      [s](cudaStream_t st) { poison(s->y, st); },
+      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+  return ladder;
+}
+
+}  // namespace fusekit::bench

@@ -1,0 +1,40 @@
+#pragma once
+// The seeds' linear layer ladder: Y = gelu(X·Wᵀ + b), X [M,K], W [N,K], b [N].
+//   gemm     : the plain GEMM alone (the peer line: what the epilogue must not slow down)
+//   unfused  : GEMM, then a bias kernel, then a GELU kernel (eager execution; the baseline)
+//   cublaslt : Level 1, cuBLASLt's GELU_BIAS epilogue, one kernel
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "fusekit/dtype.hpp"
+
+namespace fusekit::bench {
+
+struct LinearShape {
+  std::int64_t m, n, k;
+};
+
+// The four shapes of the first ladder (the seeds' 4096³, a large square, an FFN up-projection
+// of a Llama-class model, and a long-batch projection).
+inline constexpr LinearShape kLinearShapes[] = {
+    {4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 14336, 4096}, {16384, 4096, 4096}};
+
+enum class CheckScope : std::uint8_t {
+  SampledRows,  // a fixed number of random rows (always including the first and last)
+  AllRows,      // every row of every output (slow on the CPU for large shapes)
+};
+
+struct LinearOptions {
+  LinearShape shape{4096, 4096, 4096};
+  DType dtype = DType::BF16;
+  CheckScope scope = CheckScope::SampledRows;
+  std::uint64_t seed = 0;  // 0: draw a fresh seed
+};
+
+// Builds the ladder (allocating and filling its tensors with fresh random data). The returned
+// LadderRun owns everything its rungs use.
+LadderRun make_linear_ladder(const LinearOptions& options);
+
+}  // namespace fusekit::bench

@@ -1,0 +1,78 @@
+#include <fmt/format.h>
+
+#include "fusekit/runtime.hpp"
+
+#include "fusekit/error.hpp"
+
+namespace fusekit {
+
+Stream::Stream() {
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+}
+Stream::~Stream() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+void Stream::synchronize() const { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+Event::Event() { check_cuda(cudaEventCreate(&event_), "cudaEventCreate"); }
+Event::~Event() {
+  if (event_) cudaEventDestroy(event_);
+}
+void Event::record(cudaStream_t stream) {
+  check_cuda(cudaEventRecord(event_, stream), "cudaEventRecord");
+}
+float Event::elapsed_ms_since(const Event& start) const {
+  check_cuda(cudaEventSynchronize(event_), "cudaEventSynchronize");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, start.event_, event_), "cudaEventElapsedTime");
+  return ms;
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string no_device_reason() {
+  int n = 0;
+  cudaError_t st = cudaGetDeviceCount(&n);
+  if (st != cudaSuccess) {
+    cudaGetLastError();
+    return fmt::format("no usable CUDA device ({})", cudaGetErrorString(st));
+  }
+  return n == 0 ? "no CUDA device on this machine" : "";
+}
+
+std::string DeviceInfo::chip() const {
+  if (cc_major == 9 && cc_minor == 0) return "GH100";
+  if (cc_major == 8 && cc_minor == 0) return "GA100";
+  if (cc_major == 8 && cc_minor == 6) return "GA102";
+  if (cc_major == 8 && cc_minor == 9) return "AD102";
+  if (cc_major == 10 && cc_minor == 0) return "GB100";
+  return fmt::format("sm_{}{}", cc_major, cc_minor);
+}
+
+DeviceInfo current_device_info() {
+  if (auto why = no_device_reason(); !why.empty()) throw Error(ErrorKind::NoDevice, why);
+  DeviceInfo info;
+  check_cuda(cudaGetDevice(&info.index), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, info.index), "cudaGetDeviceProperties");
+  info.name = prop.name;
+  info.sm_count = prop.multiProcessorCount;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.memory_bytes = prop.totalGlobalMem;
+  info.l2_bytes = static_cast<std::size_t>(prop.l2CacheSize);
+  info.smem_per_block_optin = prop.sharedMemPerBlockOptin;
+  cudaDeviceGetAttribute(&info.clock_khz, cudaDevAttrClockRate, info.index);
+  cudaDeviceGetAttribute(&info.memory_clock_khz, cudaDevAttrMemoryClockRate, info.index);
+  cudaDeviceGetAttribute(&info.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, info.index);
+  return info;
+}
+
+}  // namespace fusekit

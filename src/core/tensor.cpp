@@ -1,0 +1,185 @@
+#include "fusekit/tensor.hpp"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <span>
+#include <vector>
+
+#include "fusekit/error.hpp"
+
+namespace fusekit {
+
+namespace {
+std::string dims_string(std::span<const std::int64_t> dims) {
+  std::vector<std::string> parts;
+  for (auto d : dims) parts.push_back(d < 0 ? "*" : std::to_string(d));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+}  // namespace
+
+TensorView TensorView::contiguous(void* data, DType dtype,
+                                  std::initializer_list<std::int64_t> shape) {
+  require(shape.size() >= 1 && shape.size() <= kMaxRank, "shape", "rank 1..4", shape.size());
+  TensorView t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = static_cast<int>(shape.size());
+  int i = 0;
+  for (auto d : shape) t.shape[i++] = d;
+  std::int64_t s = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    t.strides[d] = s;
+    s *= t.shape[d];
+  }
+  return t;
+}
+
+TensorView TensorView::matrix(void* data, DType dtype, std::int64_t rows, std::int64_t cols,
+                              std::int64_t row_stride) {
+  TensorView t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = 2;
+  t.shape = {rows, cols, 0, 0};
+  t.strides = {row_stride, 1, 0, 0};
+  return t;
+}
+
+TensorView TensorView::batched(void* data, DType dtype, std::int64_t batch, std::int64_t rows,
+                               std::int64_t cols, std::int64_t row_stride,
+                               std::int64_t batch_stride) {
+  TensorView t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = 3;
+  t.shape = {batch, rows, cols, 0};
+  t.strides = {batch_stride, row_stride, 1, 0};
+  return t;
+}
+
+std::int64_t TensorView::numel() const {
+  if (rank == 0) return 0;
+  std::int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  return n;
+}
+
+bool TensorView::is_contiguous() const {
+  std::int64_t s = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if (shape[d] != 1 && strides[d] != s) return false;
+    s *= shape[d];
+  }
+  return true;
+}
+
+std::size_t TensorView::span_bytes() const {
+  if (numel() == 0) return 0;
+  std::int64_t last = 0;
+  for (int d = 0; d < rank; ++d) last += (shape[d] - 1) * strides[d];
+  return static_cast<std::size_t>(last + 1) * element_size();
+}
+
+std::string TensorView::describe() const {
+  return fmt::format("{}{} strides {}", dtype_name(dtype),
+                     dims_string({shape.data(), static_cast<std::size_t>(rank)}),
+                     dims_string({strides.data(), static_cast<std::size_t>(rank)}));
+}
+
+namespace check {
+
+void not_null(std::string_view arg, const TensorView& t) {
+  require(t.data != nullptr, arg, "a non-null device pointer", "null");
+}
+
+void dtype(std::string_view arg, const TensorView& t, std::initializer_list<DType> allowed) {
+  for (auto d : allowed)
+    if (t.dtype == d) return;
+  std::vector<std::string_view> names;
+  for (auto d : allowed) names.push_back(dtype_name(d));
+  throw_invalid(fmt::format("{} dtype", arg), fmt::format("{}", fmt::join(names, " or ")),
+                dtype_name(t.dtype));
+}
+
+void rank(std::string_view arg, const TensorView& t, int expected) {
+  require(t.rank == expected, fmt::format("{} rank", arg), expected, t.rank);
+}
+
+void shape(std::string_view arg, const TensorView& t, std::initializer_list<std::int64_t> dims) {
+  std::vector<std::int64_t> want(dims);
+  bool ok = t.rank == static_cast<int>(want.size());
+  for (int d = 0; ok && d < t.rank; ++d) ok = want[d] < 0 || want[d] == t.shape[d];
+  for (int d = 0; d < t.rank; ++d) ok = ok && t.shape[d] >= 0;
+  require(ok, fmt::format("{} shape", arg), dims_string(want),
+          dims_string({t.shape.data(), static_cast<std::size_t>(t.rank)}));
+}
+
+void same_shape(std::string_view arg, const TensorView& t, std::string_view other_arg,
+                const TensorView& other) {
+  bool ok = t.rank == other.rank;
+  for (int d = 0; ok && d < t.rank; ++d) ok = t.shape[d] == other.shape[d];
+  require(ok, fmt::format("{} shape", arg),
+          fmt::format("{} (the shape of {})",
+                      dims_string({other.shape.data(), static_cast<std::size_t>(other.rank)}),
+                      other_arg),
+          dims_string({t.shape.data(), static_cast<std::size_t>(t.rank)}));
+}
+
+void inner_contiguous(std::string_view arg, const TensorView& t) {
+  if (t.rank == 0) return;
+  require(t.strides[t.rank - 1] == 1 || t.shape[t.rank - 1] == 1,
+          fmt::format("{} innermost stride", arg), 1, t.strides[t.rank - 1]);
+  std::int64_t extent = t.shape[t.rank - 1];
+  for (int d = t.rank - 2; d >= 0; --d) {
+    if (t.shape[d] > 1)
+      require(t.strides[d] >= extent, fmt::format("{} stride[{}]", arg, d),
+              fmt::format(">= {} (no overlapping rows)", extent), t.strides[d]);
+    extent = std::max(extent, t.strides[d] * (t.shape[d] - 1) + extent);
+  }
+}
+
+void aligned(std::string_view arg, const TensorView& t, std::size_t bytes) {
+  auto addr = reinterpret_cast<std::uintptr_t>(t.data);
+  require(addr % bytes == 0, fmt::format("{} address", arg),
+          fmt::format("a multiple of {} bytes", bytes), fmt::format("{:#x}", addr));
+  for (int d = 0; d < t.rank; ++d) {
+    if (t.shape[d] <= 1 || t.strides[d] == 1) continue;
+    auto stride_bytes = static_cast<std::size_t>(t.strides[d]) * t.element_size();
+    require(stride_bytes % bytes == 0, fmt::format("{} stride[{}] in bytes", arg, d),
+            fmt::format("a multiple of {}", bytes), stride_bytes);
+  }
+}
+
+void on_current_device(std::string_view arg, const TensorView& t) {
+  cudaPointerAttributes attr{};
+  cudaError_t st = cudaPointerGetAttributes(&attr, t.data);
+  if (st != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error state for the caller
+    throw_invalid(fmt::format("{} pointer", arg), "device memory",
+                  fmt::format("a pointer CUDA does not know ({})", cudaGetErrorString(st)));
+  }
+  require(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged,
+          fmt::format("{} pointer", arg), "device or managed memory",
+          attr.type == cudaMemoryTypeHost ? "pinned host memory" : "unregistered host memory");
+  int current = 0;
+  check_cuda(cudaGetDevice(&current), "cudaGetDevice");
+  require(attr.type == cudaMemoryTypeManaged || attr.device == current,
+          fmt::format("{} device", arg), current, attr.device);
+}
+
+void structure(std::string_view arg, const TensorView& t) {
+  not_null(arg, t);
+  for (int d = 0; d < t.rank; ++d)
+    require(t.shape[d] >= 0, fmt::format("{} shape[{}]", arg, d), ">= 0", t.shape[d]);
+  inner_contiguous(arg, t);
+}
+
+void device_tensor(std::string_view arg, const TensorView& t) {
+  structure(arg, t);
+  on_current_device(arg, t);
+}
+
+}  // namespace check
+}  // namespace fusekit

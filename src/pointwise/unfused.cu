@@ -1,0 +1,91 @@
+// Launchers of the single-op elementwise kernels (fusekit/pointwise.hpp).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "fusekit/device/pointwise/activation.cuh"
+#include "fusekit/device/pointwise/map2d.cuh"
+#include "fusekit/error.hpp"
+#include "fusekit/pointwise.hpp"
+#include "fusekit/runtime.hpp"
+
+namespace fusekit {
+
+namespace {
+
+struct AddBiasOp {
+  __device__ float operator()(float x, float b) const { return x + b; }
+};
+struct GeluOp {
+  __device__ float operator()(float x, float) const { return device::gelu_tanh(x); }
+};
+
+constexpr int kThreads = 256;
+constexpr int kBlocksPerSm = 8;  // enough resident warps to keep every SM's loads in flight
+
+int grid_for(std::int64_t work) {
+  static const int sm_count = current_device_info().sm_count;
+  return static_cast<int>(std::max<std::int64_t>(
+      1, std::min<std::int64_t>(std::int64_t(sm_count) * kBlocksPerSm, (work + kThreads - 1) / kThreads)));
+}
+
+void check_matrix(std::string_view arg, const TensorView& t) {
+  check::device_tensor(arg, t);
+  check::rank(arg, t, 2);
+  check::dtype(arg, t, {DType::F32, DType::F16, DType::BF16});
+}
+
+template <class T, class Op>
+void launch(const TensorView& x, const TensorView& bias, const TensorView& y, cudaStream_t stream, Op op) {
+  using V = device::Vector<T>;
+  const std::int64_t rows = x.shape[0], cols = x.shape[1];
+  if (rows == 0 || cols == 0) return;
+  const auto* xp = static_cast<const T*>(x.data);
+  const auto* bp = static_cast<const T*>(bias.data);
+  auto* yp = static_cast<T*>(y.data);
+  auto aligned = [](const TensorView& t) {
+    return t.empty() || (reinterpret_cast<std::uintptr_t>(t.data) % device::kVectorBytes == 0 &&
+                         (t.rank < 2 || t.strides[0] % V::kElements == 0));
+  };
+  if (cols % V::kElements == 0 && aligned(x) && aligned(y) && aligned(bias)) {
+    device::map2d_vector_kernel<T, Op><<<grid_for(rows * cols / V::kElements), kThreads, 0, stream>>>(
+        xp, x.strides[0], bp, yp, y.strides[0], rows, cols, op);
+    check_launch("map2d_vector_kernel");
+  } else {
+    device::map2d_scalar_kernel<T, Op><<<grid_for(rows * cols), kThreads, 0, stream>>>(
+        xp, x.strides[0], bp, yp, y.strides[0], rows, cols, op);
+    check_launch("map2d_scalar_kernel");
+  }
+}
+
+template <class Op>
+void dispatch(const TensorView& x, const TensorView& bias, const TensorView& y, cudaStream_t stream, Op op) {
+  switch (x.dtype) {
+    case DType::F32: return launch<float>(x, bias, y, stream, op);
+    case DType::F16: return launch<__half>(x, bias, y, stream, op);
+    case DType::BF16: return launch<__nv_bfloat16>(x, bias, y, stream, op);
+    default: throw_invalid("x dtype", "f32, f16 or bf16", dtype_name(x.dtype));
+  }
+}
+
+}  // namespace
+
+void add_bias(const TensorView& x, const TensorView& bias, const TensorView& y, cudaStream_t stream) {
+  check_matrix("x", x);
+  check_matrix("y", y);
+  check::same_shape("y", y, "x", x);
+  require(y.dtype == x.dtype, "y dtype", dtype_name(x.dtype), dtype_name(y.dtype));
+  check::device_tensor("bias", bias);
+  check::shape("bias", bias, {x.shape[1]});
+  require(bias.dtype == x.dtype, "bias dtype", dtype_name(x.dtype), dtype_name(bias.dtype));
+  dispatch(x, bias, y, stream, AddBiasOp{});
+}
+
+void gelu(const TensorView& x, const TensorView& y, cudaStream_t stream) {
+  check_matrix("x", x);
+  check_matrix("y", y);
+  check::same_shape("y", y, "x", x);
+  require(y.dtype == x.dtype, "y dtype", dtype_name(x.dtype), dtype_name(y.dtype));
+  dispatch(x, TensorView{}, y, stream, GeluOp{});
+}
+
+}  // namespace fusekit

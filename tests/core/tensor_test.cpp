@@ -1,0 +1,82 @@
+#include "fusekit/tensor.hpp"
+
+#include <gtest/gtest.h>
+
+#include "fusekit/dtype.hpp"
+#include "fusekit/error.hpp"
+
+namespace fusekit {
+namespace {
+
+// A non-null address that is never dereferenced: argument checks read no memory.
+void* fake_pointer() {
+  alignas(16) static char storage[16];
+  return storage;
+}
+
+TEST(TensorView, ContiguousStridesAreRowMajor) {
+  auto t = TensorView::contiguous(fake_pointer(), DType::BF16, {2, 3, 5});
+  EXPECT_EQ(t.rank, 3);
+  EXPECT_EQ(t.strides[0], 15);
+  EXPECT_EQ(t.strides[1], 5);
+  EXPECT_EQ(t.strides[2], 1);
+  EXPECT_EQ(t.numel(), 30);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.span_bytes(), 60u);
+}
+
+TEST(TensorView, MatrixWithPaddedRowsIsNotContiguous) {
+  auto t = TensorView::matrix(fake_pointer(), DType::F32, 4, 6, 8);
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(t.span_bytes(), (3 * 8 + 6) * 4u);
+  EXPECT_EQ(t.describe(), "f32[4, 6] strides [8, 1]");
+}
+
+TEST(TensorChecks, ErrorsNameArgumentExpectedAndActual) {
+  auto t = TensorView::matrix(fake_pointer(), DType::F16, 4, 6, 6);
+  try {
+    check::dtype("weight", t, {DType::BF16, DType::F32});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("weight dtype"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bf16 or f32"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("got f16"), std::string::npos) << msg;
+  }
+  try {
+    check::shape("x", t, {4, 7});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("x shape: expected [4, 7], got [4, 6]"), std::string::npos) << msg;
+  }
+}
+
+TEST(TensorChecks, RejectsNullOverlapAndMisalignment) {
+  EXPECT_THROW(check::not_null("x", TensorView::matrix(nullptr, DType::F32, 2, 2, 2)), Error);
+  EXPECT_THROW(check::inner_contiguous("x", TensorView::matrix(fake_pointer(), DType::F32, 2, 4, 3)), Error);
+  auto strided_inner = TensorView::matrix(fake_pointer(), DType::F32, 2, 4, 8);
+  strided_inner.strides[1] = 2;
+  EXPECT_THROW(check::inner_contiguous("x", strided_inner), Error);
+  auto odd = TensorView::matrix(static_cast<char*>(fake_pointer()) + 2, DType::BF16, 2, 8, 8);
+  EXPECT_THROW(check::aligned("x", odd, 16), Error);
+  EXPECT_NO_THROW(check::aligned("x", TensorView::matrix(fake_pointer(), DType::BF16, 2, 8, 8), 16));
+  EXPECT_THROW(check::aligned("x", TensorView::matrix(fake_pointer(), DType::BF16, 2, 8, 9), 16), Error);
+}
+
+TEST(DType, ParseAcceptsAliasesAndNamesBadInput) {
+  EXPECT_EQ(parse_dtype("bf16"), DType::BF16);
+  EXPECT_EQ(parse_dtype("fp16"), DType::F16);
+  EXPECT_EQ(parse_dtype("fp8"), DType::E4M3);
+  EXPECT_EQ(dtype_size(DType::E5M2), 1u);
+  try {
+    parse_dtype("int4", "--dtype");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--dtype: expected one of"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fusekit
