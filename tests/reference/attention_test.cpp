@@ -349,13 +349,14 @@ TEST_F(ReferenceAttention, SoftcapBoundsTheLogits) {
   p.softcap = kCap;
   const Inputs in = random_inputs(p);
   const AttentionResult capped = attention_forward(p, in.q, in.k, in.v);
-  for (double lse : capped.lse) EXPECT_LE(lse, kCap + std::log(11.0) + kTolerance);
-  // A cap far above every logit changes nothing measurable.
-  p.softcap = 1e12;
+  for (double lse : capped.lse) EXPECT_LE(lse, kCap + std::log(p.seqlen_k) + kTolerance);
+  // A cap far above every logit s changes it by about s³/(3·cap²), nothing measurable.
+  constexpr double kLooseCap = 1e12, kLooseTolerance = 1e-9;
+  p.softcap = kLooseCap;
   const AttentionResult loose = attention_forward(p, in.q, in.k, in.v);
   p.softcap.reset();
   const AttentionResult none = attention_forward(p, in.q, in.k, in.v);
-  for (std::size_t e = 0; e < none.lse.size(); ++e) EXPECT_NEAR(loose.lse[e], none.lse[e], 1e-9);
+  for (std::size_t e = 0; e < none.lse.size(); ++e) EXPECT_NEAR(loose.lse[e], none.lse[e], kLooseTolerance);
 }
 
 TEST_F(ReferenceAttention, DefaultScaleIsInverseSquareRootOfHeadDim) {
