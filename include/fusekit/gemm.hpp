@@ -58,9 +58,9 @@ std::int64_t relu_mask_row_bytes(std::int64_t n);
 
 enum class Transpose : std::uint8_t { No, Yes };
 
-// fp8 (e4m3/e5m2) inputs: per-tensor scales in device memory (float), the result is
-// D = epilogue(a_scale·b_scale·alpha·op(A)·op(B) + beta·C) [· d_scale when D is fp8],
-// and amax_d receives max|D| before the d_scale (optional).
+// fp8 (e4m3/e5m2) inputs: per-tensor scales, each one float in device memory at a 16-byte
+// aligned address. D = epilogue(a_scale·b_scale·alpha·op(A)·op(B) + beta·C) [· d_scale when D
+// is fp8]; amax_d (fp8 D only) receives max|D| before the d_scale. All optional.
 struct Fp8Scales {
   const float* a_scale = nullptr;
   const float* b_scale = nullptr;

@@ -117,7 +117,21 @@ Shape validate(const GemmArgs& g) {
             "fp8 scales", "none for f16/bf16 inputs", "a scale or amax pointer");
   }
   require(g.fp8.d_scale == nullptr || is_fp8(g.d.dtype), "fp8.d_scale", "null unless d is fp8",
-          "a pointer");
+          fmt::format("a pointer with d {}", dtype_name(g.d.dtype)));
+  // NOTE: cuBLASLt computes amax only for an fp8 D (it rejects the heuristic otherwise), and
+  // reads scales with 16-byte accesses: a scale at a 4-byte offset fails at run time with
+  // CUBLAS_STATUS_NOT_SUPPORTED, so both are checked here, before any launch.
+  require(g.fp8.amax_d == nullptr || is_fp8(g.d.dtype), "fp8.amax_d", "null unless d is fp8",
+          fmt::format("a pointer with d {}", dtype_name(g.d.dtype)));
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"fp8.a_scale", g.fp8.a_scale},
+                           {"fp8.b_scale", g.fp8.b_scale},
+                           {"fp8.d_scale", g.fp8.d_scale},
+                           {"fp8.amax_d", g.fp8.amax_d}}) {
+    if (ptr == nullptr) continue;
+    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+    require(addr % kMaxAlignmentBytes == 0, fmt::format("{} address", name), "a multiple of 16 bytes",
+            fmt::format("{:#x}", addr));
+  }
 
   const std::int64_t m = g.trans_a == Transpose::No ? rows_of(g.a) : cols_of(g.a);
   const std::int64_t k = g.trans_a == Transpose::No ? cols_of(g.a) : rows_of(g.a);
@@ -198,6 +212,12 @@ Shape validate(const GemmArgs& g) {
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"c", &g.c}, {"d", &g.d}, {"bias", &g.bias},
                          {"aux", &g.aux}})
     if (!t->empty()) check::on_current_device(name, *t);
+  for (auto [name, ptr] : {std::pair<const char*, const float*>{"fp8.a_scale", g.fp8.a_scale},
+                           {"fp8.b_scale", g.fp8.b_scale},
+                           {"fp8.d_scale", g.fp8.d_scale},
+                           {"fp8.amax_d", g.fp8.amax_d}})
+    if (ptr != nullptr)
+      check::on_current_device(name, TensorView::contiguous(const_cast<float*>(ptr), DType::F32, {1}));
   return {batch, m, n, k};
 }
 
@@ -355,12 +375,15 @@ struct GemmHandle::Impl {
     return p;
   }
 
+  // NOTE: only non-null pointers are set: cuBLASLt rejects a matmul whose descriptor names a
+  // D scale or amax it cannot apply (e.g. a D scale for a bf16 D), even when the pointer is null.
+  // Which pointers are set is part of the plan key, so a cached plan never has a stale one.
   static void set_fp8_pointers(Plan& p, const GemmArgs& g) {
     // In cuBLASLt's terms A is our B: the scales swap with the operands.
-    set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, g.fp8.b_scale, "B_SCALE_POINTER");
-    set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, g.fp8.a_scale, "A_SCALE_POINTER");
-    set_desc(p.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, g.fp8.d_scale, "D_SCALE_POINTER");
-    set_desc(p.desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, g.fp8.amax_d, "AMAX_D_POINTER");
+    if (g.fp8.b_scale) set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, g.fp8.b_scale, "B_SCALE_POINTER");
+    if (g.fp8.a_scale) set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, g.fp8.a_scale, "A_SCALE_POINTER");
+    if (g.fp8.d_scale) set_desc(p.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, g.fp8.d_scale, "D_SCALE_POINTER");
+    if (g.fp8.amax_d) set_desc(p.desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, g.fp8.amax_d, "AMAX_D_POINTER");
   }
 };
 
@@ -385,7 +408,9 @@ void gemm(GemmHandle& handle, const GemmArgs& g, cudaStream_t stream) {
   if (!g.aux.empty()) set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux.data, "AUX_POINTER");
   if (is_fp8(g.a.dtype)) GemmHandle::Impl::set_fp8_pointers(p, g);
 
-  const void* c_ptr = g.c.empty() ? g.d.data : g.c.data;
+  // NOTE: C may alias D only with D's layout; an fp8 D has a 16-bit C layout, so without a C
+  // (beta == 0, never read) no pointer is passed.
+  const void* c_ptr = !g.c.empty() ? g.c.data : is_fp8(g.d.dtype) ? nullptr : g.d.data;
   check_cublas(cublasLtMatmul(h.lt, p.desc, &g.alpha, g.b.data, p.a.h, g.a.data, p.b.h, &g.beta, c_ptr, p.c.h,
                               g.d.data, p.d.h, &p.algo, h.workspace.data(), h.workspace.bytes(), stream),
                fmt::format("cublasLtMatmul (epilogue {})", epilogue_name(g.epilogue)));

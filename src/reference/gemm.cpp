@@ -27,6 +27,9 @@ constexpr std::int64_t default_mask_row_bytes(std::int64_t n) {
 // reads two contiguous K-vectors; at K = 4096 a panel is 2 MiB and stays in cache while all of
 // the packed A rows stream past it, instead of streaming all of B once per row of A.
 constexpr std::int64_t kPanelCols = 64;
+// NOTE: K is walked kDepth at a time so a kTile-row slice of A (8 KiB) stays in L1 while it
+// meets every column of the panel; each sum still runs over k in order.
+constexpr std::int64_t kDepth = 256;
 // Register block of the dot-product kernel: kTile rows of A against kTile columns of B, so
 // each loaded element feeds kTile multiply-adds.
 constexpr std::int64_t kTile = 4;
@@ -125,36 +128,42 @@ void pack_b_panel(const GemmProblem& p, Shape s, std::int64_t first, std::int64_
           p.trans_b == Transpose::Yes ? p.b(first + c, k) : p.b(k, first + c);
 }
 
-// out[i·ld + j] = Σ_k a[i·K + k]·b[j·K + k] for a Rows × Cols block.
+// out[i·ld + j] += Σ_{k < depth} a[i·K + k]·b[j·K + k] for a Rows × Cols block (rows K apart).
 template <std::int64_t Rows, std::int64_t Cols>
-void dot_block(const double* a, const double* b, std::int64_t k_len, double* out,
-               std::int64_t ld) {
-  double acc[Rows][Cols] = {};
-  for (std::int64_t k = 0; k < k_len; ++k)
+void dot_block(const double* a, const double* b, std::int64_t k_len, std::int64_t depth,
+               double* out, std::int64_t ld) {
+  double acc[Rows][Cols];
+  for (std::int64_t i = 0; i < Rows; ++i)
+    for (std::int64_t j = 0; j < Cols; ++j) acc[i][j] = out[i * ld + j];
+  for (std::int64_t k = 0; k < depth; ++k)
     for (std::int64_t i = 0; i < Rows; ++i)
       for (std::int64_t j = 0; j < Cols; ++j) acc[i][j] += a[i * k_len + k] * b[j * k_len + k];
   for (std::int64_t i = 0; i < Rows; ++i)
     for (std::int64_t j = 0; j < Cols; ++j) out[i * ld + j] = acc[i][j];
 }
 
-// out[:, first : first + count] = packed_a · panelᵀ.
+// out[:, first : first + count] += packed_a · panelᵀ; out starts at zero.
 void multiply_panel(const Matrix& packed_a, const std::vector<double>& panel, std::int64_t first,
                     std::int64_t count, Matrix& out) {
   const std::int64_t k_len = packed_a.cols;
-  for (std::int64_t r0 = 0; r0 < packed_a.rows; r0 += kTile) {
-    const std::int64_t rows = std::min(kTile, packed_a.rows - r0);
-    for (std::int64_t c0 = 0; c0 < count; c0 += kTile) {
-      const std::int64_t cols = std::min(kTile, count - c0);
-      const double* a = &packed_a.data[static_cast<std::size_t>(r0 * k_len)];
-      const double* b = &panel[static_cast<std::size_t>(c0 * k_len)];
-      double* o = &out(r0, first + c0);
-      if (rows == kTile && cols == kTile) {
-        dot_block<kTile, kTile>(a, b, k_len, o, out.cols);
-        continue;
+  for (std::int64_t k0 = 0; k0 < k_len; k0 += kDepth) {
+    const std::int64_t depth = std::min(kDepth, k_len - k0);
+    for (std::int64_t r0 = 0; r0 < packed_a.rows; r0 += kTile) {
+      const std::int64_t rows = std::min(kTile, packed_a.rows - r0);
+      for (std::int64_t c0 = 0; c0 < count; c0 += kTile) {
+        const std::int64_t cols = std::min(kTile, count - c0);
+        const double* a = &packed_a.data[static_cast<std::size_t>(r0 * k_len + k0)];
+        const double* b = &panel[static_cast<std::size_t>(c0 * k_len + k0)];
+        double* o = &out(r0, first + c0);
+        if (rows == kTile && cols == kTile) {
+          dot_block<kTile, kTile>(a, b, k_len, depth, o, out.cols);
+          continue;
+        }
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t j = 0; j < cols; ++j)
+            dot_block<1, 1>(a + i * k_len, b + j * k_len, k_len, depth, o + i * out.cols + j,
+                            out.cols);
       }
-      for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < cols; ++j)
-          dot_block<1, 1>(a + i * k_len, b + j * k_len, k_len, o + i * out.cols + j, out.cols);
     }
   }
 }

@@ -261,7 +261,7 @@ TEST(GemmGpu, StridedBatchesWithBatchedBiasAndAux) {
   }
 }
 
-// fp8 e4m3 inputs with per-tensor scales; bf16 output with amax; and e4m3 output with a d scale.
+// fp8 e4m3 inputs with per-tensor scales: bf16 output; and e4m3 output with a d scale and amax.
 TEST(GemmGpu, Fp8WithScalesAndAmax) {
   FUSEKIT_REQUIRE_GPU();
   const auto info = current_device_info();
@@ -271,12 +271,18 @@ TEST(GemmGpu, Fp8WithScalesAndAmax) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   constexpr std::int64_t m = 144, n = 208, k = 96;
   constexpr float kAScale = 0.5f, kBScale = 0.125f, kDScale = 4.0f;
+  // One scalar per 16-byte slot: cuBLASLt needs each scale 16-byte aligned.
+  constexpr int kSlot = 4, kA = 0, kB = 1, kD = 2, kAmax = 3;
   DeviceTensor a(DType::E4M3, {m, k}), b(DType::E4M3, {n, k});
-  DeviceTensor d16(DType::BF16, {m, n}), d8(DType::E4M3, {m, n}), scales(DType::F32, {4});
+  DeviceTensor d16(DType::BF16, {m, n}), d8(DType::E4M3, {m, n}), scales(DType::F32, {4 * kSlot});
   fill_uniform(a, seed, -4, 4);
   fill_uniform(b, seed + 1, -4, 4);
-  upload(std::vector<double>{kAScale, kBScale, kDScale, 0.0}, scales);
-  auto* sp = static_cast<float*>(scales.data());
+  std::vector<double> slots(4 * kSlot, 0.0);
+  slots[kA * kSlot] = kAScale;
+  slots[kB * kSlot] = kBScale;
+  slots[kD * kSlot] = kDScale;
+  upload(slots, scales);
+  auto slot = [&](int i) { return static_cast<float*>(scales.data()) + i * kSlot; };
   reference::GemmProblem p;
   p.a = to_matrix(a);
   p.b = to_matrix(b);
@@ -289,22 +295,32 @@ TEST(GemmGpu, Fp8WithScalesAndAmax) {
   g.b = b;
   g.trans_b = Transpose::Yes;
   g.d = d16;
-  g.fp8 = {sp, sp + 1, nullptr, sp + 3};
+  g.fp8 = {slot(kA), slot(kB), nullptr, nullptr};
   poison(d16);
   gemm(handle, g);
   EXPECT_LE(rel_l2(download(d16), want.d.data), tolerance(DType::BF16)) << "bf16 output";
-  const double amax = download(TensorView::contiguous(sp + 3, DType::F32, {1}))[0];
-  EXPECT_NEAR(amax, want.amax, want.amax * tolerance(DType::BF16)) << "amax";
 
   g.d = d8;
-  g.fp8 = {sp, sp + 1, sp + 2, sp + 3};
+  g.fp8 = {slot(kA), slot(kB), slot(kD), slot(kAmax)};
   poison(d8);
   gemm(handle, g);
   auto scaled = want.d.data;
   for (auto& v : scaled) v *= kDScale;
   EXPECT_LE(rel_l2(download(d8), scaled), tolerance(DType::E4M3)) << "e4m3 output with d_scale";
-  const double amax8 = download(TensorView::contiguous(sp + 3, DType::F32, {1}))[0];
-  EXPECT_NEAR(amax8, want.amax, want.amax * tolerance(DType::BF16)) << "amax is taken before the d scale";
+  const double amax = download(TensorView::contiguous(slot(kAmax), DType::F32, {1}))[0];
+  EXPECT_NEAR(amax, want.amax, want.amax * tolerance(DType::BF16)) << "amax is taken before the d scale";
+
+  // What cuBLASLt cannot do is refused before any launch, naming the argument.
+  g.d = d16;
+  g.fp8 = {slot(kA), slot(kB), nullptr, slot(kAmax)};
+  EXPECT_THROW(gemm(handle, g), Error) << "amax with a bf16 D";
+  g.fp8 = {slot(kA) + 1, slot(kB), nullptr, nullptr};
+  try {
+    gemm(handle, g);
+    ADD_FAILURE() << "expected an error for a misaligned scale";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8.a_scale address"), std::string::npos) << e.what();
+  }
 }
 
 TEST(GemmGpu, HostPointerIsRejectedBeforeLaunch) {
