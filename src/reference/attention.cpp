@@ -7,12 +7,15 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace fusekit::reference {
 
 namespace {
 
 constexpr double kMasked = -std::numeric_limits<double>::infinity();
+// NOTE: below this many multiply-adds per thread, starting a thread costs more than it saves.
+constexpr std::int64_t kMinMacsPerThread = std::int64_t{1} << 24;
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("reference::attention: " + what);
@@ -93,40 +96,53 @@ AttentionResult attention_forward(const AttentionProblem& p, std::span<const dou
   AttentionResult res{std::vector<double>(static_cast<std::size_t>(total_q * hq * dv), 0.0),
                       std::vector<double>(static_cast<std::size_t>(hq * total_q), kMasked)};
 
-  std::vector<double> logits;
-  for (std::int64_t b = 0; b < p.sequences(); ++b) {
-    const std::int64_t q0 = p.query_begin(b), sq = p.query_end(b) - q0;
-    const std::int64_t k0 = p.key_begin(b), sk = p.key_end(b) - k0;
-    for (std::int64_t h = 0; h < hq; ++h) {
+  // Query head h of every sequence; threads take interleaved heads and write disjoint rows.
+  const auto work = [&](std::int64_t first_head, std::int64_t head_stride) {
+    std::vector<double> logits;
+    for (std::int64_t h = first_head; h < hq; h += head_stride) {
       const std::int64_t kvh = h / (hq / hkv);
-      for (std::int64_t i = 0; i < sq; ++i) {
-        const double* q_row = q.data() + ((q0 + i) * hq + h) * d;
-        logits.assign(static_cast<std::size_t>(sk), kMasked);
-        double max = kMasked;
-        for (std::int64_t j = 0; j < sk; ++j) {
-          if (!key_visible(p, i, j, sq, sk)) continue;
-          double s = scale * dot(q_row, k.data() + ((k0 + j) * hkv + kvh) * d, d);
-          if (p.softcap) s = *p.softcap * std::tanh(s / *p.softcap);
-          logits[static_cast<std::size_t>(j)] = s;
-          max = std::max(max, s);
+      for (std::int64_t b = 0; b < p.sequences(); ++b) {
+        const std::int64_t q0 = p.query_begin(b), sq = p.query_end(b) - q0;
+        const std::int64_t k0 = p.key_begin(b), sk = p.key_end(b) - k0;
+        for (std::int64_t i = 0; i < sq; ++i) {
+          const double* q_row = q.data() + ((q0 + i) * hq + h) * d;
+          logits.assign(static_cast<std::size_t>(sk), kMasked);
+          double max = kMasked;
+          for (std::int64_t j = 0; j < sk; ++j) {
+            if (!key_visible(p, i, j, sq, sk)) continue;
+            double s = scale * dot(q_row, k.data() + ((k0 + j) * hkv + kvh) * d, d);
+            if (p.softcap) s = *p.softcap * std::tanh(s / *p.softcap);
+            logits[static_cast<std::size_t>(j)] = s;
+            max = std::max(max, s);
+          }
+          // NOTE: no visible key: O stays 0 and LSE −∞, a defined output rather than NaN.
+          if (max == kMasked) continue;
+          double sum = 0.0;
+          for (double& s : logits) {
+            s = std::exp(s - max);  // masked keys become exactly 0
+            sum += s;
+          }
+          double* o_row = res.o.data() + ((q0 + i) * hq + h) * dv;
+          for (std::int64_t j = 0; j < sk; ++j) {
+            const double prob = logits[static_cast<std::size_t>(j)] / sum;
+            const double* v_row = v.data() + ((k0 + j) * hkv + kvh) * dv;
+            for (std::int64_t c = 0; c < dv; ++c) o_row[c] += prob * v_row[c];
+          }
+          res.lse[static_cast<std::size_t>(h * total_q + q0 + i)] = max + std::log(sum);
         }
-        // NOTE: no visible key: O stays 0 and LSE −∞, a defined output rather than NaN.
-        if (max == kMasked) continue;
-        double sum = 0.0;
-        for (double& s : logits) {
-          s = std::exp(s - max);  // masked keys become exactly 0
-          sum += s;
-        }
-        double* o_row = res.o.data() + ((q0 + i) * hq + h) * dv;
-        for (std::int64_t j = 0; j < sk; ++j) {
-          const double prob = logits[static_cast<std::size_t>(j)] / sum;
-          const double* v_row = v.data() + ((k0 + j) * hkv + kvh) * dv;
-          for (std::int64_t c = 0; c < dv; ++c) o_row[c] += prob * v_row[c];
-        }
-        res.lse[static_cast<std::size_t>(h * total_q + q0 + i)] = max + std::log(sum);
       }
     }
-  }
+  };
+  std::int64_t macs = 0;
+  for (std::int64_t b = 0; b < p.sequences(); ++b)
+    macs += (p.query_end(b) - p.query_begin(b)) * (p.key_end(b) - p.key_begin(b)) * hq * (d + dv);
+  const std::int64_t threads = std::clamp<std::int64_t>(
+      std::min<std::int64_t>(std::thread::hardware_concurrency(), macs / kMinMacsPerThread), 1, hq);
+  {
+    std::vector<std::jthread> helpers;
+    for (std::int64_t t = 1; t < threads; ++t) helpers.emplace_back(work, t, threads);
+    work(0, threads);
+  }  // NOTE: the helpers join here, before `res` is returned.
   return res;
 }
 

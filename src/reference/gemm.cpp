@@ -119,13 +119,19 @@ Matrix pack_a_rows(const GemmProblem& p, Shape s, std::span<const std::int64_t> 
   return packed;
 }
 
-// panel[c·K + k] = op(B)[k, first + c] for c < count.
+// panel[c·K + k] = op(B)[k, first + c] for c < count; the inner loops walk B's stored rows.
 void pack_b_panel(const GemmProblem& p, Shape s, std::int64_t first, std::int64_t count,
                   std::vector<double>& panel) {
-  for (std::int64_t k = 0; k < s.k; ++k)
+  const auto at = [&](std::int64_t c, std::int64_t k) -> double& {
+    return panel[static_cast<std::size_t>(c * s.k + k)];
+  };
+  if (p.trans_b == Transpose::Yes) {
     for (std::int64_t c = 0; c < count; ++c)
-      panel[static_cast<std::size_t>(c * s.k + k)] =
-          p.trans_b == Transpose::Yes ? p.b(first + c, k) : p.b(k, first + c);
+      for (std::int64_t k = 0; k < s.k; ++k) at(c, k) = p.b(first + c, k);
+  } else {
+    for (std::int64_t k = 0; k < s.k; ++k)
+      for (std::int64_t c = 0; c < count; ++c) at(c, k) = p.b(k, first + c);
+  }
 }
 
 // out[i·ld + j] += Σ_{k < depth} a[i·K + k]·b[j·K + k] for a Rows × Cols block (rows K apart).

@@ -72,8 +72,7 @@ TEST_F(ReferenceActivation, DerivativesMatchCentralDifferences) {
     SCOPED_TRACE(pair.name);
     for (int trial = 0; trial < 2000; ++trial) {
       const double v = x(rng_);
-      ASSERT_NEAR(pair.grad(v), central_difference(pair.f, v), kDerivativeTolerance)
-          << "x = " << v;
+      ASSERT_NEAR(pair.grad(v), central_difference(pair.f, v), kDerivativeTolerance) << "x = " << v;
     }
   }
 }

@@ -50,7 +50,8 @@ class ReferenceAttention : public testing::Test {
 };
 
 AttentionProblem fixed_problem(std::int64_t batch, std::int64_t heads_q, std::int64_t heads_kv,
-                               std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t head_dim) {
+                               std::int64_t seqlen_q, std::int64_t seqlen_k,
+                               std::int64_t head_dim) {
   AttentionProblem p;
   p.batch = batch;
   p.heads_q = heads_q;
@@ -122,8 +123,8 @@ TEST_F(ReferenceAttention, MatchesNaiveExplicitProbabilities) {
     std::int64_t q, kv;
   };
   const Heads heads[] = {{4, 4}, {6, 2}, {3, 1}};  // MHA, GQA, MQA
-  const Window windows[] = {{kUnboundedWindow, kUnboundedWindow}, {3, kUnboundedWindow}, {2, 1},
-                            {kUnboundedWindow, 2}};
+  const Window windows[] = {
+      {kUnboundedWindow, kUnboundedWindow}, {3, kUnboundedWindow}, {2, 1}, {kUnboundedWindow, 2}};
   const std::optional<double> softcaps[] = {std::nullopt, 1.5};
   for (Heads hd : heads) {
     for (Causal causal : {Causal::No, Causal::Yes}) {
@@ -137,10 +138,10 @@ TEST_F(ReferenceAttention, MatchesNaiveExplicitProbabilities) {
           p.softcap = softcap;
           p.scale = 1.0 + 2.0 * std::abs(uniform_(rng_));
           SCOPED_TRACE(testing::Message()
-                       << "heads " << hd.q << "/" << hd.kv << " causal "
-                       << static_cast<int>(causal) << " window " << window.left << ","
-                       << window.right << " softcap " << softcap.value_or(0) << " Sq " << p.seqlen_q
-                       << " Sk " << p.seqlen_k << " D " << p.head_dim << " Dv " << p.value_dim());
+                       << "heads " << hd.q << "/" << hd.kv << " causal " << static_cast<int>(causal)
+                       << " window " << window.left << "," << window.right << " softcap "
+                       << softcap.value_or(0) << " Sq " << p.seqlen_q << " Sk " << p.seqlen_k
+                       << " D " << p.head_dim << " Dv " << p.value_dim());
           const Inputs in = random_inputs(p);
           expect_same(attention_forward(p, in.q, in.k, in.v), naive_attention(p, in));
         }
@@ -276,7 +277,8 @@ TEST_F(ReferenceAttention, LseMergesAttentionOverSplitKeys) {
     return std::vector<double>(x.begin() + from * kHeads * d, x.begin() + to * kHeads * d);
   };
   const AttentionResult r = attention_forward(whole, in.q, in.k, in.v);
-  const AttentionResult r1 = attention_forward(first, in.q, cut(in.k, 0, split), cut(in.v, 0, split));
+  const AttentionResult r1 =
+      attention_forward(first, in.q, cut(in.k, 0, split), cut(in.v, 0, split));
   const AttentionResult r2 =
       attention_forward(second, in.q, cut(in.k, split, sk), cut(in.v, split, sk));
   for (std::int64_t h = 0; h < kHeads; ++h) {
@@ -317,7 +319,8 @@ TEST_F(ReferenceAttention, ConstantInputsExposeTheMaskThroughOAndLse) {
         const std::int64_t t = b * p.seqlen_q + i;
         EXPECT_EQ(r.lse[h * p.total_q() + t], visible ? std::log(visible) : -kInf);
         for (std::int64_t c = 0; c < p.value_dim(); ++c)
-          EXPECT_NEAR(r.o[(t * p.heads_q + h) * p.value_dim() + c], visible ? 1.0 : 0.0, kTolerance);
+          EXPECT_NEAR(r.o[(t * p.heads_q + h) * p.value_dim() + c], visible ? 1.0 : 0.0,
+                      kTolerance);
       }
     }
   }
@@ -356,7 +359,8 @@ TEST_F(ReferenceAttention, SoftcapBoundsTheLogits) {
   const AttentionResult loose = attention_forward(p, in.q, in.k, in.v);
   p.softcap.reset();
   const AttentionResult none = attention_forward(p, in.q, in.k, in.v);
-  for (std::size_t e = 0; e < none.lse.size(); ++e) EXPECT_NEAR(loose.lse[e], none.lse[e], kLooseTolerance);
+  for (std::size_t e = 0; e < none.lse.size(); ++e)
+    EXPECT_NEAR(loose.lse[e], none.lse[e], kLooseTolerance);
 }
 
 TEST_F(ReferenceAttention, DefaultScaleIsInverseSquareRootOfHeadDim) {

@@ -130,7 +130,8 @@ Expected naive_gemm(const GemmProblem& p, Matrix op_a, Matrix op_b) {
       e.d(i, j) = d;
       e.preact(i, j) = biased;
       if (biased > 0.0)
-        e.mask[i * row_bytes + j / kBitsPerByte] |= static_cast<std::uint8_t>(1 << (j % kBitsPerByte));
+        e.mask[i * row_bytes + j / kBitsPerByte] |=
+            static_cast<std::uint8_t>(1 << (j % kBitsPerByte));
       e.amax = std::max(e.amax, std::abs(d));
     }
   }
@@ -204,9 +205,9 @@ TEST_F(ReferenceGemm, EveryEpilogueMatchesNaiveTripleLoop) {
     for (Transpose ta : kTransposes) {
       for (Transpose tb : kTransposes) {
         const std::int64_t m = odd_size(41), n = odd_size(41), k = odd_size(41);
-        SCOPED_TRACE(testing::Message() << "epilogue " << static_cast<int>(epilogue) << " ta "
-                                        << static_cast<int>(ta) << " tb " << static_cast<int>(tb)
-                                        << " M,N,K " << m << "," << n << "," << k);
+        SCOPED_TRACE(testing::Message()
+                     << "epilogue " << static_cast<int>(epilogue) << " ta " << static_cast<int>(ta)
+                     << " tb " << static_cast<int>(tb) << " M,N,K " << m << "," << n << "," << k);
         const Matrix op_a = random_matrix(m, k), op_b = random_matrix(k, n);
         const std::int64_t row_bytes = mask_row_bytes(n);
         GemmProblem p = problem(stored(op_a, ta), ta, stored(op_b, tb), tb, epilogue);
@@ -326,7 +327,8 @@ TEST_F(ReferenceGemm, DReluConsumesTheMaskOfReluAux) {
   const GemmResult plain = gemm(backward);
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j)
-      EXPECT_EQ(g.d(i, j), f.d(i, j) > 0.0 ? plain.d(i, j) : 0.0) << "at (" << i << ", " << j << ")";
+      EXPECT_EQ(g.d(i, j), f.d(i, j) > 0.0 ? plain.d(i, j) : 0.0)
+          << "at (" << i << ", " << j << ")";
 }
 
 // A product large enough to run on several threads and span several column panels.

@@ -118,7 +118,8 @@ TEST_F(ReferenceSoftmax, MinusInfinityEntriesAndFullyMaskedRows) {
     SCOPED_TRACE(testing::Message() << "scale " << scale);
     const Matrix y = softmax_forward(x, scale);
     const std::vector<double> expected = {0, 0, 0, 0, 0, 0.5, 0, 0.5, 1. / 3, 0, 1. / 3, 1. / 3};
-    for (std::size_t e = 0; e < expected.size(); ++e) EXPECT_NEAR(y.data[e], expected[e], kTolerance);
+    for (std::size_t e = 0; e < expected.size(); ++e)
+      EXPECT_NEAR(y.data[e], expected[e], kTolerance);
     const Matrix dx = softmax_backward(random_matrix(3, 4), y, scale);
     for (double v : dx.data) EXPECT_TRUE(std::isfinite(v));
   }

@@ -14,7 +14,7 @@
 //
 // Query head h reads key/value head h / (heads_q / heads_kv).
 // Masks are aligned bottom-right per sequence: with diag(i) = i + Sk − Sq, query i sees key j iff
-//   (causal → j <= diag(i)) and (left < 0 or j >= diag(i) − left) and (right < 0 or j <= diag(i) + right).
+//   causal → j <= diag(i),  left ≥ 0 → j >= diag(i) − left,  right ≥ 0 → j <= diag(i) + right.
 // A query that sees no key gets O = 0 and LSE = −∞.
 #include <cstdint>
 #include <optional>

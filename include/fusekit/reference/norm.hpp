@@ -38,8 +38,8 @@ NormBackward norm_backward(NormKind kind, const Matrix& dy, const Matrix& x,
                            std::span<const double> rstd);
 
 struct AddNormForward {
-  Matrix residual;  // h = x + residual_in, the next layer's residual stream
-  NormForward norm; // norm(h)·weight + bias
+  Matrix residual;   // h = x + residual_in, the next layer's residual stream
+  NormForward norm;  // norm(h)·weight + bias
 };
 
 // h = x + residual_in;  y = norm(h)·weight + bias

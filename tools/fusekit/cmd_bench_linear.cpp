@@ -1,0 +1,54 @@
+// fusekit bench linear: Y = gelu(X·Wᵀ + b) — unfused chain vs cuBLASLt's GELU_BIAS epilogue,
+// with the plain GEMM as the peer line.
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "bench/linear.hpp"
+#include "fusekit/runtime.hpp"
+#include "tools/fusekit/commands.hpp"
+#include "tools/fusekit/model_print.hpp"
+
+namespace fusekit::tools {
+
+namespace {
+struct LinearArgs {
+  std::optional<std::int64_t> m, n, k;
+  std::string dtype = "bf16";
+  CommonBenchOptions common;
+};
+}  // namespace
+
+void add_bench_linear_command(CLI::App& bench, Commands& commands) {
+  auto args = std::make_shared<LinearArgs>();
+  auto* sub = bench.add_subcommand("linear", "Y = gelu(X·Wᵀ + b): unfused vs cuBLASLt GELU_BIAS vs plain GEMM");
+  sub->add_option("--m", args->m, "rows of X and Y (default: the ladder's four shapes)");
+  sub->add_option("--n", args->n, "columns of Y (rows of W)");
+  sub->add_option("--k", args->k, "the reduced dimension");
+  sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
+  add_common_bench_options(sub, args->common);
+  commands.push_back({sub, [args] {
+    const DType dtype = parse_dtype(args->dtype, "--dtype");
+    std::vector<bench::LinearShape> shapes;
+    if (args->m || args->n || args->k) {
+      const auto d = bench::kLinearShapes[0];
+      shapes.push_back({args->m.value_or(d.m), args->n.value_or(d.n), args->k.value_or(d.k)});
+    } else {
+      shapes.assign(std::begin(bench::kLinearShapes), std::end(bench::kLinearShapes));
+    }
+    for (const auto& s : shapes) fmt::print("{}", linear_model_summary(s.m, s.n, s.k, dtype));
+    if (device_count() == 0) return no_device("bench linear");
+    return run_ladders(
+        [&] {
+          std::vector<bench::LadderRun> ladders;
+          for (const auto& s : shapes)
+            ladders.push_back(bench::make_linear_ladder(
+                {s, dtype, args->common.check ? bench::CheckScope::AllRows : bench::CheckScope::SampledRows,
+                 args->common.seed}));
+          return ladders;
+        },
+        args->common);
+  }});
+}
+
+}  // namespace fusekit::tools

@@ -1,0 +1,50 @@
+// What the commands share: the no-GPU message and running ladders.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "fusekit/error.hpp"
+#include "fusekit/runtime.hpp"
+#include "tools/fusekit/commands.hpp"
+
+namespace fusekit::tools {
+
+int no_device(const std::string& what) {
+  fmt::print(stderr, "fusekit: {} needs a CUDA GPU: {}\n", what, no_device_reason());
+  return kExitNoDevice;
+}
+
+void add_common_bench_options(CLI::App* sub, CommonBenchOptions& o) {
+  sub->add_flag("--check", o.check, "validate every output element against the CPU reference (slow)");
+  sub->add_option("--json", o.json_path, "write one JSON line per rung to FILE");
+  sub->add_option("--seed", o.seed, "random seed (default: a fresh one each run)");
+  sub->add_option("--runs", o.min_runs, "minimum timed runs per rung")->capture_default_str();
+}
+
+int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladders, const CommonBenchOptions& o) {
+  std::ofstream json;
+  if (!o.json_path.empty()) {
+    json.open(o.json_path);
+    require(static_cast<bool>(json), "--json", "a writable file", o.json_path);
+  }
+  bench::TimingOptions timing;
+  timing.min_runs = o.min_runs;
+  Stream stream;
+  bool all_valid = true;
+  for (auto& ladder : make_ladders()) {
+    const auto results = bench::run_ladder(ladder, timing, stream);
+    for (const auto& r : results) {
+      if (json) json << bench::to_json(r).dump() << "\n";
+      all_valid = all_valid && r.check.passed;
+    }
+    fmt::print("{}", bench::format_table(results));
+  }
+  if (!all_valid) {
+    fmt::print(stderr, "fusekit: a rung failed validation; its time is not reported\n");
+    return kExitCheckFailed;
+  }
+  return 0;
+}
+
+}  // namespace fusekit::tools

@@ -1,0 +1,46 @@
+#pragma once
+// Each command of the CLI lives in its own file and registers itself here: it adds its
+// subcommand to the app and returns what to run when that subcommand was chosen.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/harness.hpp"
+
+namespace fusekit::tools {
+
+inline constexpr int kExitError = 1;
+inline constexpr int kExitNoDevice = 3;
+inline constexpr int kExitCheckFailed = 4;
+
+using Runner = std::function<int()>;
+struct Command {
+  CLI::App* app;
+  Runner run;
+};
+using Commands = std::vector<Command>;
+
+// Prints why `what` needs a GPU and returns kExitNoDevice.
+int no_device(const std::string& what);
+
+// Options every `fusekit bench <ladder>` takes.
+struct CommonBenchOptions {
+  bool check = false;       // validate every output element (slow); default: sampled
+  std::string json_path;    // one JSON line per rung
+  std::uint64_t seed = 0;   // 0: fresh
+  int min_runs = bench::TimingOptions{}.min_runs;
+};
+void add_common_bench_options(CLI::App* sub, CommonBenchOptions& options);
+
+// Runs each ladder (validate, time, compare), prints its table, writes JSON lines; returns the
+// exit code (kExitCheckFailed when any rung failed validation).
+int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladders,
+                const CommonBenchOptions& options);
+
+void add_devices_command(CLI::App& app, Commands& commands);
+void add_bench_linear_command(CLI::App& bench, Commands& commands);
+
+}  // namespace fusekit::tools
