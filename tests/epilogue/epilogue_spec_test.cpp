@@ -1,0 +1,86 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fusekit/epilogue.hpp"
+#include "fusekit/error.hpp"
+#include "fusekit/reference/activation.hpp"
+#include "fusekit/reference/epilogue.hpp"
+
+namespace fusekit {
+namespace {
+
+void* fake_pointer() {
+  alignas(16) static char storage[16];
+  return storage;
+}
+
+TEST(EpilogueSpec, PrintsComparesAndHashes) {
+  const auto a = EpilogueSpec{}.scale(0.5f).bias().gelu_tanh().residual();
+  const auto b = EpilogueSpec{}.scale(0.5f).bias().gelu_tanh().residual();
+  const auto c = EpilogueSpec{}.scale(0.5f).bias().gelu_erf().residual();
+  EXPECT_EQ(a.to_string(), "scale(0.5) → bias → gelu_tanh → residual");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_NE(a, c);
+  EXPECT_NE(a.hash(), c.hash());
+  EXPECT_FALSE(a.uniform());
+  EXPECT_TRUE(EpilogueSpec{}.scale(2).relu().clamp(-1, 1).uniform());
+  EXPECT_EQ(EpilogueSpec{}.swiglu(64).gate_block(), 64);
+  EXPECT_EQ(epilogue_output_columns(EpilogueSpec{}.swiglu(64), 256), 128);
+}
+
+TEST(EpilogueSpec, ValidationNamesWhatIsMissingOrWrong) {
+  auto mat = [](std::int64_t r, std::int64_t c) { return TensorView::matrix(fake_pointer(), DType::BF16, r, c, c); };
+  EpilogueTensors t;
+  try {
+    validate(EpilogueSpec{}.bias(), t, 8, 16);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("epilogue bias: expected a non-null"), std::string::npos) << e.what();
+  }
+  t.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {15});
+  EXPECT_THROW(validate(EpilogueSpec{}.bias(), t, 8, 16), Error);
+  t.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {16});
+  EXPECT_NO_THROW(validate(EpilogueSpec{}.bias(), t, 8, 16));
+  // After a gated node the residual has half the columns.
+  t.residual = mat(8, 8);
+  EXPECT_NO_THROW(validate(EpilogueSpec{}.swiglu(4).residual(), t, 8, 16));
+  EXPECT_THROW(validate(EpilogueSpec{}.swiglu(3).residual(), t, 8, 16), Error);
+  EXPECT_THROW(validate(EpilogueSpec{}.swiglu(4).geglu(2), t, 8, 16), Error);
+  float scale = 1;
+  t.quant_scale = &scale;
+  EXPECT_THROW(validate(EpilogueSpec{}.quantize_e4m3().relu(), t, 8, 16), Error);
+  EXPECT_NO_THROW(validate(EpilogueSpec{}.relu().quantize_e4m3(), t, 8, 16));
+}
+
+TEST(EpilogueReference, ChainMatchesHandComputation) {
+  reference::Matrix acc(2, 4);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) acc(i, j) = 0.25 * (i * 4 + j) - 1.0;
+  reference::EpilogueInputs in;
+  in.bias = {0.1, -0.2, 0.3, -0.4};
+  in.residual = reference::Matrix(2, 4, 0.5);
+  const auto r = reference::apply_epilogue(EpilogueSpec{}.scale(2).bias().store_aux().gelu_tanh().residual(), acc, in);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const double pre = 2 * acc(i, j) + in.bias[j];
+      EXPECT_DOUBLE_EQ(r.aux(i, j), pre);
+      EXPECT_DOUBLE_EQ(r.out(i, j), reference::gelu_tanh(pre) + 0.5);
+    }
+}
+
+TEST(EpilogueReference, SwiGluPairsColumnBlocks) {
+  reference::Matrix acc(1, 8);
+  for (int j = 0; j < 8; ++j) acc(0, j) = j - 3.5;
+  const auto r = reference::apply_epilogue(EpilogueSpec{}.swiglu(2), acc, {});
+  ASSERT_EQ(r.out.cols, 4);
+  // blocks of 2: gate columns {0,1}, up {2,3}; gate {4,5}, up {6,7}
+  EXPECT_DOUBLE_EQ(r.out(0, 0), reference::silu(acc(0, 0)) * acc(0, 2));
+  EXPECT_DOUBLE_EQ(r.out(0, 1), reference::silu(acc(0, 1)) * acc(0, 3));
+  EXPECT_DOUBLE_EQ(r.out(0, 2), reference::silu(acc(0, 4)) * acc(0, 6));
+  EXPECT_DOUBLE_EQ(r.out(0, 3), reference::silu(acc(0, 5)) * acc(0, 7));
+}
+
+}  // namespace
+}  // namespace fusekit
