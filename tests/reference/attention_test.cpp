@@ -150,6 +150,14 @@ TEST_F(ReferenceAttention, MatchesNaiveExplicitProbabilities) {
   }
 }
 
+// Large enough to run on several threads (heads are split between them).
+TEST_F(ReferenceAttention, LargeProblemMatchesNaive) {
+  AttentionProblem p = fixed_problem(1, 4, 2, 290, 300, 64);
+  p.causal = Causal::Yes;
+  const Inputs in = random_inputs(p);
+  expect_same(attention_forward(p, in.q, in.k, in.v), naive_attention(p, in));
+}
+
 // Query i of Sq sees keys 0 .. i + Sk − Sq: it equals one query attending to that key prefix.
 TEST_F(ReferenceAttention, CausalMaskIsAlignedBottomRightWhenSqDiffersFromSk) {
   struct Lengths {
