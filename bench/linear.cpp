@@ -7,10 +7,12 @@
 #include <random>
 
 #include "fusekit/error.hpp"
+#include "fusekit/fused_gemm.hpp"
 #include "fusekit/gemm.hpp"
 #include "fusekit/numerics.hpp"
 #include "fusekit/pointwise.hpp"
 #include "fusekit/reference/gemm.hpp"
+#include "fusekit/runtime.hpp"
 #include "fusekit/transfer.hpp"
 
 namespace fusekit::bench {
@@ -26,7 +28,8 @@ struct LinearState {
   LinearShape shape;
   DType dtype;
   GemmHandle handle;
-  DeviceTensor x, w, bias, t1, t2, y, y_gemm;
+  FusedGemmHandle fused;
+  DeviceTensor x, w, bias, residual, t1, t2, t3, y, y_gemm;
   std::vector<std::int64_t> rows;   // rows of the output that are checked
   reference::GemmResult expected_gemm, expected_linear;
 };
@@ -101,18 +104,31 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
   s->expected_gemm = reference::gemm_rows(p, s->rows);
   p.epilogue = Epilogue::GeluBias;
   s->expected_linear = reference::gemm_rows(p, s->rows);
+  const bool with_residual = o.chain == LinearChain::BiasGeluResidual;
+  if (with_residual) {
+    s->residual = DeviceTensor(o.dtype, {m, n});
+    s->t3 = DeviceTensor(o.dtype, {m, n});
+    fill_uniform(s->residual, seed + 3, -1.0f, 1.0f);
+    for (std::size_t i = 0; i < s->rows.size(); ++i) {
+      const auto r = download(row_view(s->residual, s->rows[i]));
+      for (std::int64_t j = 0; j < n; ++j)
+        s->expected_linear.d(static_cast<std::int64_t>(i), j) += r[static_cast<std::size_t>(j)];
+    }
+  }
   const std::string what = s->rows.size() == static_cast<std::size_t>(m)
                                ? "every row vs CPU double reference"
                                : fmt::format("{} sampled rows vs CPU double reference (seed {})", s->rows.size(), seed);
 
   LadderRun ladder;
-  ladder.ladder = "linear";
+  ladder.ladder = with_residual ? "residual" : "linear";
   ladder.shape = fmt::format("{}x{}x{}", m, n, k);
   ladder.dtype = std::string(dtype_name(o.dtype));
   ladder.baseline = "unfused";
   const double flops = 2.0 * m * n * k;
   const double esz = static_cast<double>(dtype_size(o.dtype));
-  const double io_bytes = esz * (m * k + n * k + n + m * n);
+  const double io_bytes = esz * (m * k + n * k + n + m * n * (with_residual ? 2 : 1));
+  const EpilogueSpec chain =
+      with_residual ? EpilogueSpec{}.bias().gelu_tanh().residual() : EpilogueSpec{}.bias().gelu_tanh();
 
   auto linear_args = [s](Epilogue e, const TensorView& out) {
     GemmArgs g;
@@ -132,19 +148,46 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
       [s, what] { return check_rows(*s, s->y_gemm, s->expected_gemm.d, what); }, flops,
       esz * (m * k + n * k + m * n)});
   ladder.rungs.push_back(Rung{
-      "unfused", "GEMM, then bias kernel, then GELU kernel",
-      [s, linear_args](cudaStream_t st) {
+      "unfused", with_residual ? "GEMM, then bias, GELU and add kernels" : "GEMM, then bias kernel, then GELU kernel",
+      [s, linear_args, with_residual](cudaStream_t st) {
         gemm(s->handle, linear_args(Epilogue::Default, s->t1), st);
         add_bias(s->t1, s->bias, s->t2, st);
-        gelu(s->t2, s->y, st);
+        if (!with_residual) return gelu(s->t2, s->y, st);
+        gelu(s->t2, s->t3, st);
+        add(s->t3, s->residual, s->y, st);
       },
-      [s](cudaStream_t st) { poison(s->t1, st); poison(s->t2, st); poison(s->y, st); },
+      [s, with_residual](cudaStream_t st) {
+        poison(s->t1, st);
+        poison(s->t2, st);
+        if (with_residual) poison(s->t3, st);
+        poison(s->y, st);
+      },
       [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
   ladder.rungs.push_back(Rung{
-      "cublaslt", "Level 1: cuBLASLt GELU_BIAS epilogue",
-      [s, linear_args](cudaStream_t st) { gemm(s->handle, linear_args(Epilogue::GeluBias, s->y), st); },
-      [s](cudaStream_t st) { poison(s->y, st); },
+      "cublaslt", with_residual ? "Level 1: cuBLASLt GELU_BIAS epilogue, then an add kernel"
+                                : "Level 1: cuBLASLt GELU_BIAS epilogue",
+      [s, linear_args, with_residual](cudaStream_t st) {
+        if (!with_residual) return gemm(s->handle, linear_args(Epilogue::GeluBias, s->y), st);
+        gemm(s->handle, linear_args(Epilogue::GeluBias, s->t3), st);
+        add(s->t3, s->residual, s->y, st);
+      },
+      [s, with_residual](cudaStream_t st) {
+        if (with_residual) poison(s->t3, st);
+        poison(s->y, st);
+      },
       [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+  if (current_device_info().cc_major == 9) {
+    ladder.rungs.push_back(Rung{
+        "hopper", "Level 2: CUTLASS TMA warp-specialized kernel, the chain as an epilogue visitor tree",
+        [s, chain](cudaStream_t st) {
+          FusedGemmArgs g{s->x, s->w, s->y, chain, {}};
+          g.tensors.bias = s->bias;
+          if (chain.uses(EpilogueOp::Residual)) g.tensors.residual = s->residual;
+          fused_gemm(s->fused, g, GemmBackend::Sm90, st);
+        },
+        [s](cudaStream_t st) { poison(s->y, st); },
+        [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+  }
   return ladder;
 }
 

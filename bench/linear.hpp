@@ -1,8 +1,10 @@
 #pragma once
-// The seeds' linear layer ladder: Y = gelu(X·Wᵀ + b), X [M,K], W [N,K], b [N].
-//   gemm     : the plain GEMM alone (the peer line: what the epilogue must not slow down)
-//   unfused  : GEMM, then a bias kernel, then a GELU kernel (eager execution; the baseline)
-//   cublaslt : Level 1, cuBLASLt's GELU_BIAS epilogue, one kernel
+// The seeds' linear layer ladder: Y = gelu(X·Wᵀ + b), X [M,K], W [N,K], b [N], and its
+// residual variant Y = gelu(X·Wᵀ + b) + R.
+//   gemm         : the plain GEMM alone (the peer line: what the epilogue must not slow down)
+//   unfused      : GEMM, then a bias kernel, then a GELU kernel [, then an add] (eager; baseline)
+//   cublaslt     : Level 1, cuBLASLt's GELU_BIAS epilogue [, then an add kernel]
+//   hopper       : Level 2, the CUTLASS Hopper kernel with the whole chain in its epilogue (sm_90)
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -26,8 +28,14 @@ enum class CheckScope : std::uint8_t {
   AllRows,      // every row of every output (slow on the CPU for large shapes)
 };
 
+enum class LinearChain : std::uint8_t {
+  BiasGelu,          // Y = gelu(X·Wᵀ + b)              ladder "linear"
+  BiasGeluResidual,  // Y = gelu(X·Wᵀ + b) + R          ladder "residual"
+};
+
 struct LinearOptions {
   LinearShape shape{4096, 4096, 4096};
+  LinearChain chain = LinearChain::BiasGelu;
   DType dtype = DType::BF16;
   CheckScope scope = CheckScope::SampledRows;
   std::uint64_t seed = 0;  // 0: draw a fresh seed

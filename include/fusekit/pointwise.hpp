@@ -13,4 +13,7 @@ void add_bias(const TensorView& x, const TensorView& bias, const TensorView& y, 
 // y = gelu(x), tanh form          (x, y: [M,N] f32/f16/bf16; y may alias x)
 void gelu(const TensorView& x, const TensorView& y, cudaStream_t stream = nullptr);
 
+// y = x + r                      (x, r, y: [M,N] f32/f16/bf16, one dtype; y may alias x or r)
+void add(const TensorView& x, const TensorView& r, const TensorView& y, cudaStream_t stream = nullptr);
+
 }  // namespace fusekit

@@ -13,10 +13,13 @@ namespace fusekit {
 namespace {
 
 struct AddBiasOp {
-  __device__ float operator()(float x, float b) const { return x + b; }
+  __device__ float operator()(float x, float b, float) const { return x + b; }
 };
 struct GeluOp {
-  __device__ float operator()(float x, float) const { return device::gelu_tanh(x); }
+  __device__ float operator()(float x, float, float) const { return device::gelu_tanh(x); }
+};
+struct AddOp {
+  __device__ float operator()(float x, float, float r) const { return x + r; }
 };
 
 constexpr int kThreads = 256;
@@ -35,34 +38,38 @@ void check_matrix(std::string_view arg, const TensorView& t) {
 }
 
 template <class T, class Op>
-void launch(const TensorView& x, const TensorView& bias, const TensorView& y, cudaStream_t stream, Op op) {
+void launch(const TensorView& x, const TensorView& bias, const TensorView& r, const TensorView& y, cudaStream_t stream,
+            Op op) {
   using V = device::Vector<T>;
   const std::int64_t rows = x.shape[0], cols = x.shape[1];
   if (rows == 0 || cols == 0) return;
   const auto* xp = static_cast<const T*>(x.data);
   const auto* bp = static_cast<const T*>(bias.data);
+  const auto* rp = static_cast<const T*>(r.data);
+  const std::int64_t ldr = r.empty() ? 0 : r.strides[0];
   auto* yp = static_cast<T*>(y.data);
   auto aligned = [](const TensorView& t) {
     return t.empty() || (reinterpret_cast<std::uintptr_t>(t.data) % device::kVectorBytes == 0 &&
                          (t.rank < 2 || t.strides[0] % V::kElements == 0));
   };
-  if (cols % V::kElements == 0 && aligned(x) && aligned(y) && aligned(bias)) {
+  if (cols % V::kElements == 0 && aligned(x) && aligned(y) && aligned(bias) && aligned(r)) {
     device::map2d_vector_kernel<T, Op><<<grid_for(rows * cols / V::kElements), kThreads, 0, stream>>>(
-        xp, x.strides[0], bp, yp, y.strides[0], rows, cols, op);
+        xp, x.strides[0], bp, rp, ldr, yp, y.strides[0], rows, cols, op);
     check_launch("map2d_vector_kernel");
   } else {
     device::map2d_scalar_kernel<T, Op><<<grid_for(rows * cols), kThreads, 0, stream>>>(
-        xp, x.strides[0], bp, yp, y.strides[0], rows, cols, op);
+        xp, x.strides[0], bp, rp, ldr, yp, y.strides[0], rows, cols, op);
     check_launch("map2d_scalar_kernel");
   }
 }
 
 template <class Op>
-void dispatch(const TensorView& x, const TensorView& bias, const TensorView& y, cudaStream_t stream, Op op) {
+void dispatch(const TensorView& x, const TensorView& bias, const TensorView& r, const TensorView& y,
+              cudaStream_t stream, Op op) {
   switch (x.dtype) {
-    case DType::F32: return launch<float>(x, bias, y, stream, op);
-    case DType::F16: return launch<__half>(x, bias, y, stream, op);
-    case DType::BF16: return launch<__nv_bfloat16>(x, bias, y, stream, op);
+    case DType::F32: return launch<float>(x, bias, r, y, stream, op);
+    case DType::F16: return launch<__half>(x, bias, r, y, stream, op);
+    case DType::BF16: return launch<__nv_bfloat16>(x, bias, r, y, stream, op);
     default: throw_invalid("x dtype", "f32, f16 or bf16", dtype_name(x.dtype));
   }
 }
@@ -77,7 +84,7 @@ void add_bias(const TensorView& x, const TensorView& bias, const TensorView& y, 
   check::device_tensor("bias", bias);
   check::shape("bias", bias, {x.shape[1]});
   require(bias.dtype == x.dtype, "bias dtype", dtype_name(x.dtype), dtype_name(bias.dtype));
-  dispatch(x, bias, y, stream, AddBiasOp{});
+  dispatch(x, bias, TensorView{}, y, stream, AddBiasOp{});
 }
 
 void gelu(const TensorView& x, const TensorView& y, cudaStream_t stream) {
@@ -85,7 +92,18 @@ void gelu(const TensorView& x, const TensorView& y, cudaStream_t stream) {
   check_matrix("y", y);
   check::same_shape("y", y, "x", x);
   require(y.dtype == x.dtype, "y dtype", dtype_name(x.dtype), dtype_name(y.dtype));
-  dispatch(x, TensorView{}, y, stream, GeluOp{});
+  dispatch(x, TensorView{}, TensorView{}, y, stream, GeluOp{});
+}
+
+void add(const TensorView& x, const TensorView& r, const TensorView& y, cudaStream_t stream) {
+  check_matrix("x", x);
+  check_matrix("r", r);
+  check_matrix("y", y);
+  check::same_shape("r", r, "x", x);
+  check::same_shape("y", y, "x", x);
+  require(r.dtype == x.dtype, "r dtype", dtype_name(x.dtype), dtype_name(r.dtype));
+  require(y.dtype == x.dtype, "y dtype", dtype_name(x.dtype), dtype_name(y.dtype));
+  dispatch(x, TensorView{}, r, y, stream, AddOp{});
 }
 
 }  // namespace fusekit

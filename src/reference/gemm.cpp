@@ -80,8 +80,11 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("reference::gemm: " + what);
 }
 
+// NOTE: appended piece by piece; "[" + std::to_string(...) trips GCC 12's false -Wrestrict at -O3.
 std::string dims(const Matrix& m) {
-  return "[" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + "]";
+  std::string s(1, '[');
+  s.append(std::to_string(m.rows)).append(", ").append(std::to_string(m.cols)).append("]");
+  return s;
 }
 
 Shape shape_of(const GemmProblem& p) {

@@ -1,5 +1,7 @@
-// fusekit bench linear: Y = gelu(X·Wᵀ + b) — unfused chain vs cuBLASLt's GELU_BIAS epilogue,
-// with the plain GEMM as the peer line.
+// fusekit bench linear:   Y = gelu(X·Wᵀ + b)
+// fusekit bench residual: Y = gelu(X·Wᵀ + b) + R
+// Each: the unfused chain vs cuBLASLt's GELU_BIAS epilogue vs the Hopper kernel, with the
+// plain GEMM as the peer line.
 #include <fmt/format.h>
 
 #include <optional>
@@ -17,17 +19,20 @@ struct LinearArgs {
   std::string dtype = "bf16";
   CommonBenchOptions common;
 };
-}  // namespace
 
-void add_bench_linear_command(CLI::App& bench, Commands& commands) {
+void add_linear_ladder_command(CLI::App& bench, Commands& commands, bench::LinearChain chain) {
+  const bool residual = chain == bench::LinearChain::BiasGeluResidual;
+  const std::string name = residual ? "residual" : "linear";
   auto args = std::make_shared<LinearArgs>();
-  auto* sub = bench.add_subcommand("linear", "Y = gelu(X·Wᵀ + b): unfused vs cuBLASLt GELU_BIAS vs plain GEMM");
+  auto* sub = bench.add_subcommand(
+      name, residual ? "Y = gelu(X·Wᵀ + b) + R: unfused vs cuBLASLt GELU_BIAS + add vs Hopper fused kernel"
+                     : "Y = gelu(X·Wᵀ + b): unfused vs cuBLASLt GELU_BIAS vs Hopper kernel vs plain GEMM");
   sub->add_option("--m", args->m, "rows of X and Y (default: the ladder's four shapes)");
   sub->add_option("--n", args->n, "columns of Y (rows of W)");
   sub->add_option("--k", args->k, "the reduced dimension");
   sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
   add_common_bench_options(sub, args->common);
-  commands.push_back({sub, [args] {
+  commands.push_back({sub, [args, chain, name] {
     const DType dtype = parse_dtype(args->dtype, "--dtype");
     std::vector<bench::LinearShape> shapes;
     if (args->m || args->n || args->k) {
@@ -37,18 +42,25 @@ void add_bench_linear_command(CLI::App& bench, Commands& commands) {
       shapes.assign(std::begin(bench::kLinearShapes), std::end(bench::kLinearShapes));
     }
     for (const auto& s : shapes) fmt::print("{}", linear_model_summary(s.m, s.n, s.k, dtype));
-    if (device_count() == 0) return no_device("bench linear");
+    if (device_count() == 0) return no_device("bench " + name);
     return run_ladders(
         [&] {
           std::vector<bench::LadderRun> ladders;
           for (const auto& s : shapes)
             ladders.push_back(bench::make_linear_ladder(
-                {s, dtype, args->common.check ? bench::CheckScope::AllRows : bench::CheckScope::SampledRows,
+                {s, chain, dtype, args->common.check ? bench::CheckScope::AllRows : bench::CheckScope::SampledRows,
                  args->common.seed}));
           return ladders;
         },
         args->common);
   }});
+}
+
+}  // namespace
+
+void add_bench_linear_command(CLI::App& bench, Commands& commands) {
+  add_linear_ladder_command(bench, commands, bench::LinearChain::BiasGelu);
+  add_linear_ladder_command(bench, commands, bench::LinearChain::BiasGeluResidual);
 }
 
 }  // namespace fusekit::tools

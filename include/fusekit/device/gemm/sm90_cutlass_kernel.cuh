@@ -1,0 +1,81 @@
+#pragma once
+// The Hopper GEMM of fusekit's Level 2: CUTLASS 3's TMA warp-specialized cooperative mainloop
+// (two consumer warpgroups on a 128×256 tile, a producer warp issuing TMA, a persistent tile
+// scheduler) with the epilogue written as an epilogue visitor tree (EVT) from fusekit's chain.
+// Device types only; src/gemm/sm90_cutlass_gemm.cu instantiates them.
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/operations.hpp>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+#include <cutlass/epilogue/thread/activation.h>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+
+namespace fusekit::device::sm90 {
+
+using namespace cute;
+namespace fusion = cutlass::epilogue::fusion;
+
+// NOTE: 128×256×64 with two consumer warpgroups is the shape cuBLASLt's fastest Hopper bf16
+// kernels use for large GEMMs; a 2×1 cluster multicasts each B tile to two CTAs.
+using TileShape = Shape<_128, _256, _64>;
+using ClusterShape = Shape<_2, _1, _1>;
+using Accumulator = float;
+using Compute = float;
+inline constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
+
+template <class Element>
+inline constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;  // 16 bytes: TMA
+
+// x = acc + bias[j]: a per-column bias of a row-major D is a row vector broadcast down the rows.
+template <class Element>
+using AccPlusBias =
+    fusion::Sm90EVT<fusion::Sm90Compute<cutlass::plus, Compute, Compute, kRound>, fusion::Sm90AccFetch,
+                    fusion::Sm90RowBroadcast<0, TileShape, Element, Compute, Stride<_0, _1, int64_t>,
+                                             kAlignment<Element>>>;
+
+// D = acc
+template <class Element>
+using IdentityEvt = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::epilogue::thread::Identity, Element, Compute, kRound>,
+                                    fusion::Sm90AccFetch>;
+
+// D = gelu_tanh(acc + bias)
+template <class Element>
+using BiasGeluEvt =
+    fusion::Sm90EVT<fusion::Sm90Compute<cutlass::epilogue::thread::GELU_taylor, Element, Compute, kRound>,
+                    AccPlusBias<Element>>;
+
+// D = gelu_tanh(acc + bias) + R, R read through the epilogue's source (C) TMA pipeline
+template <class Element>
+using BiasGeluResidualEvt = fusion::Sm90EVT<
+    fusion::Sm90Compute<cutlass::plus, Element, Compute, kRound>,
+    fusion::Sm90EVT<fusion::Sm90Compute<cutlass::epilogue::thread::GELU_taylor, Compute, Compute, kRound>,
+                    AccPlusBias<Element>>,
+    fusion::Sm90SrcFetch<Element>>;
+
+// A GEMM D[M,N] = evt(A[M,K] · B[N,K]ᵀ) with row-major A and D and K-major B.
+template <class Element, class Evt, bool kReadsSource>
+struct Kernel {
+  using ElementC = cute::conditional_t<kReadsSource, Element, void>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, Compute, ElementC, cutlass::layout::RowMajor,
+      kAlignment<Element>, Element, cutlass::layout::RowMajor, kAlignment<Element>,
+      cutlass::epilogue::TmaWarpSpecializedCooperative, Evt>::CollectiveOp;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlignment<Element>,
+      Element, cutlass::layout::ColumnMajor, kAlignment<Element>, Accumulator, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+
+  using GemmKernel =
+      cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,
+                                           cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+};
+
+}  // namespace fusekit::device::sm90

@@ -1,0 +1,59 @@
+#pragma once
+// Level 2 of the seeds: a GEMM with any epilogue a transformer layer needs, fused.
+//   D[M, N_out] = epilogue(op(A)[M,K] · op(B)[K,N])   with the chain of fusekit/epilogue.hpp
+// A is row-major [M,K]; B is row-major [N,K] (a linear layer's weight: D = epilogue(A·Bᵀ)).
+// fused_gemm() picks the backend: cuBLASLt when its fixed epilogue list has the chain, the
+// Hopper CUTLASS kernel on sm_90 otherwise, and reports which one ran and why.
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "fusekit/epilogue.hpp"
+#include "fusekit/tensor.hpp"
+
+namespace fusekit {
+
+enum class GemmBackend : std::uint8_t {
+  Auto,      // the fastest that implements the chain
+  CublasLt,  // cuBLASLt with one of its 16 epilogues (only chains that map onto one)
+  Sm90,      // CUTLASS 3 warp-specialized TMA kernel with an epilogue visitor tree (sm_90)
+};
+std::string_view gemm_backend_name(GemmBackend b);
+
+struct FusedGemmArgs {
+  TensorView a;  // [M,K]
+  TensorView b;  // [N,K]
+  TensorView d;  // [M, epilogue_output_columns(N)]
+  EpilogueSpec epilogue;
+  EpilogueTensors tensors;
+};
+
+struct FusedGemmReport {
+  GemmBackend backend = GemmBackend::Auto;
+  std::string reason;  // why this backend
+};
+
+// Owns the backends' state: the cuBLASLt handle and plan cache, CUTLASS workspaces.
+class FusedGemmHandle {
+ public:
+  FusedGemmHandle();
+  ~FusedGemmHandle();
+  FusedGemmHandle(const FusedGemmHandle&) = delete;
+  FusedGemmHandle& operator=(const FusedGemmHandle&) = delete;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Which backend `fused_gemm` would run for these arguments, and why (no launch).
+FusedGemmReport plan_fused_gemm(const FusedGemmArgs& args, GemmBackend requested = GemmBackend::Auto);
+
+// Validates every argument, then launches one fused kernel. Throws fusekit::Error before any
+// launch on bad input, and ErrorKind::Unsupported when the requested backend cannot run it.
+FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& args,
+                           GemmBackend requested = GemmBackend::Auto, cudaStream_t stream = nullptr);
+
+}  // namespace fusekit

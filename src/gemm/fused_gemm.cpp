@@ -1,0 +1,151 @@
+// Level-2 dispatch: validate once, then run the chain on the backend that implements it best.
+#include "fusekit/fused_gemm.hpp"
+
+#include <fmt/format.h>
+
+#include "fusekit/buffer.hpp"
+#include "fusekit/error.hpp"
+#include "fusekit/gemm.hpp"
+#include "fusekit/runtime.hpp"
+#include "sm90_cutlass_gemm.hpp"
+
+namespace fusekit {
+
+namespace {
+
+constexpr std::size_t kTmaAlignmentBytes = 16;
+
+// The cuBLASLt epilogue computing `spec` exactly, if there is one.
+std::optional<Epilogue> cublaslt_epilogue(const EpilogueSpec& spec) {
+  struct Match {
+    EpilogueSpec spec;
+    Epilogue epilogue;
+  };
+  static const Match kMatches[] = {
+      {EpilogueSpec{}, Epilogue::Default},
+      {EpilogueSpec{}.relu(), Epilogue::Relu},
+      {EpilogueSpec{}.bias(), Epilogue::Bias},
+      {EpilogueSpec{}.bias().relu(), Epilogue::ReluBias},
+      {EpilogueSpec{}.gelu_tanh(), Epilogue::Gelu},
+      {EpilogueSpec{}.bias().gelu_tanh(), Epilogue::GeluBias},
+  };
+  for (const auto& m : kMatches)
+    if (m.spec == spec) return m.epilogue;
+  return std::nullopt;
+}
+
+bool tma_aligned(const TensorView& t) {
+  return t.empty() || (reinterpret_cast<std::uintptr_t>(t.data) % kTmaAlignmentBytes == 0 &&
+                       (t.rank < 2 || t.strides[0] * static_cast<std::int64_t>(t.element_size()) %
+                                              static_cast<std::int64_t>(kTmaAlignmentBytes) ==
+                                          0));
+}
+
+struct Shape {
+  std::int64_t m, n, k;
+};
+
+Shape validate(const FusedGemmArgs& g) {
+  for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}}) {
+    check::structure(name, *t);
+    check::rank(name, *t, 2);
+    check::dtype(name, *t, {DType::BF16, DType::F16});
+  }
+  require(g.b.dtype == g.a.dtype, "b dtype", dtype_name(g.a.dtype), dtype_name(g.b.dtype));
+  require(g.d.dtype == g.a.dtype, "d dtype", dtype_name(g.a.dtype), dtype_name(g.d.dtype));
+  const std::int64_t m = g.a.shape[0], k = g.a.shape[1], n = g.b.shape[0];
+  require(g.b.shape[1] == k, "b shape", fmt::format("[N, {}] (K of a)", k), g.b.describe());
+  require(m > 0 && n > 0 && k > 0, "M, N, K", "all positive", fmt::format("{}, {}, {}", m, n, k));
+  check::shape("d", g.d, {m, epilogue_output_columns(g.epilogue, n)});
+  validate(g.epilogue, g.tensors, m, n);
+  for (auto [name, t] : {std::pair{"epilogue bias", &g.tensors.bias}, {"epilogue residual", &g.tensors.residual},
+                         {"epilogue source", &g.tensors.source}, {"epilogue aux", &g.tensors.aux}})
+    if (!t->empty()) require(t->dtype == g.d.dtype, fmt::format("{} dtype", name), dtype_name(g.d.dtype), dtype_name(t->dtype));
+  for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}, {"epilogue bias", &g.tensors.bias},
+                         {"epilogue residual", &g.tensors.residual}, {"epilogue source", &g.tensors.source},
+                         {"epilogue aux", &g.tensors.aux}, {"epilogue row_scale", &g.tensors.row_scale},
+                         {"epilogue col_scale", &g.tensors.col_scale}})
+    if (!t->empty()) check::on_current_device(name, *t);
+  return {m, n, k};
+}
+
+}  // namespace
+
+std::string_view gemm_backend_name(GemmBackend b) {
+  switch (b) {
+    case GemmBackend::Auto: return "auto";
+    case GemmBackend::CublasLt: return "cublaslt";
+    case GemmBackend::Sm90: return "sm90";
+  }
+  return "?";
+}
+
+struct FusedGemmHandle::Impl {
+  GemmHandle cublaslt;
+  DeviceBuffer workspace;
+};
+
+FusedGemmHandle::FusedGemmHandle() : impl_(std::make_unique<Impl>()) {}
+FusedGemmHandle::~FusedGemmHandle() = default;
+
+FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
+  const auto lt = cublaslt_epilogue(g.epilogue);
+  const auto chain = sm90::match_chain(g.epilogue);
+  const bool hopper = device_count() > 0 && current_device_info().cc_major == 9;
+  const bool aligned = tma_aligned(g.a) && tma_aligned(g.b) && tma_aligned(g.d) && tma_aligned(g.tensors.bias) &&
+                       tma_aligned(g.tensors.residual);
+  auto sm90_blocker = [&]() -> std::string {
+    if (!hopper) return "the Hopper kernel needs an sm_90 GPU";
+    if (!chain) return fmt::format("no Hopper kernel is compiled for the chain {}", g.epilogue.to_string());
+    if (!aligned) return "the Hopper kernel's TMA needs 16-byte aligned pointers and row strides";
+    return "";
+  };
+  switch (requested) {
+    case GemmBackend::CublasLt:
+      if (!lt)
+        throw Error(ErrorKind::Unsupported,
+                    fmt::format("cuBLASLt has no epilogue for the chain {}", g.epilogue.to_string()));
+      return {GemmBackend::CublasLt, fmt::format("requested; cuBLASLt epilogue {}", epilogue_name(*lt))};
+    case GemmBackend::Sm90:
+      if (auto why = sm90_blocker(); !why.empty()) throw Error(ErrorKind::Unsupported, why);
+      return {GemmBackend::Sm90, "requested"};
+    case GemmBackend::Auto: break;
+  }
+  // NOTE: cuBLASLt first when it has the chain: its kernels are tuned per shape and it was at
+  // least as fast as the Hopper kernel where both ran (docs/performance.md).
+  if (lt) return {GemmBackend::CublasLt, fmt::format("cuBLASLt has the chain as epilogue {}", epilogue_name(*lt))};
+  if (auto why = sm90_blocker(); why.empty())
+    return {GemmBackend::Sm90, fmt::format("cuBLASLt lacks the chain {}; Hopper EVT kernel has it", g.epilogue.to_string())};
+  else
+    throw Error(ErrorKind::Unsupported, fmt::format("no backend for the chain {}: cuBLASLt lacks it and {}",
+                                                    g.epilogue.to_string(), why));
+}
+
+FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, GemmBackend requested,
+                           cudaStream_t stream) {
+  const Shape s = validate(g);
+  const FusedGemmReport report = plan_fused_gemm(g, requested);
+  auto& h = handle.impl();
+  if (report.backend == GemmBackend::CublasLt) {
+    GemmArgs lt;
+    lt.a = g.a;
+    lt.b = g.b;
+    lt.trans_b = Transpose::Yes;
+    lt.d = g.d;
+    lt.epilogue = *cublaslt_epilogue(g.epilogue);
+    if (bias_role(lt.epilogue) == BiasRole::Input) lt.bias = g.tensors.bias;
+    gemm(h.cublaslt, lt, stream);
+    return report;
+  }
+  const sm90::Chain chain = *sm90::match_chain(g.epilogue);
+  const sm90::Problem p{s.m, s.n, s.k, g.a.dtype,
+                        g.a.data, g.a.strides[0], g.b.data, g.b.strides[0], g.d.data, g.d.strides[0],
+                        g.tensors.bias.data, g.tensors.residual.data,
+                        g.tensors.residual.empty() ? g.d.strides[0] : g.tensors.residual.strides[0]};
+  const std::size_t need = sm90::workspace_bytes(chain, p);
+  if (h.workspace.bytes() < need) h.workspace = DeviceBuffer(need);
+  sm90::run(chain, p, h.workspace.data(), stream);
+  return report;
+}
+
+}  // namespace fusekit

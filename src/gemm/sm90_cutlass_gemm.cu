@@ -1,0 +1,121 @@
+// Instantiations and launch of the Hopper CUTLASS kernels (include/fusekit/device/gemm/).
+// Compiled for sm_90a only (CMake: file names starting sm90_).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "fusekit/device/gemm/sm90_cutlass_kernel.cuh"
+#include "fusekit/error.hpp"
+#include "sm90_cutlass_gemm.hpp"
+
+namespace fusekit::sm90 {
+
+namespace {
+
+using namespace fusekit::device::sm90;
+
+template <class Element>
+using IdentityKernel = Kernel<Element, IdentityEvt<Element>, false>;
+template <class Element>
+using BiasGeluKernel = Kernel<Element, BiasGeluEvt<Element>, false>;
+template <class Element>
+using BiasGeluResidualKernel = Kernel<Element, BiasGeluResidualEvt<Element>, true>;
+
+template <class Element>
+auto bias_args(const Problem& p) {
+  using Broadcast = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, Element, Compute,
+                                                                Stride<_0, _1, int64_t>, kAlignment<Element>>;
+  return typename Broadcast::Arguments{static_cast<const Element*>(p.bias), Element(0), {_0{}, _1{}, int64_t{0}}};
+}
+
+template <class K, class Element>
+typename K::Gemm::Arguments make_arguments(const Problem& p) {
+  using GemmKernel = typename K::GemmKernel;
+  using StrideA = typename GemmKernel::StrideA;
+  using StrideB = typename GemmKernel::StrideB;
+  using StrideC = typename GemmKernel::StrideC;
+  using StrideD = typename GemmKernel::StrideD;
+  static const int sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(0);
+  cutlass::KernelHardwareInfo hw;
+  cudaGetDevice(&hw.device_id);
+  hw.sm_count = sm_count;
+
+  const StrideA sa{p.lda, _1{}, p.lda * p.m};
+  const StrideB sb{p.ldb, _1{}, p.ldb * p.n};
+  const StrideD sd{p.ldd, _1{}, p.ldd * p.m};
+  const StrideC sc{p.ldr, _1{}, p.ldr * p.m};
+  typename K::Epilogue::Arguments epilogue{};
+  if constexpr (std::is_same_v<K, IdentityKernel<Element>>) {
+    epilogue = {{}, nullptr, sc, static_cast<Element*>(p.d), sd};
+  } else if constexpr (std::is_same_v<K, BiasGeluKernel<Element>>) {
+    epilogue = {{{{}, bias_args<Element>(p), {}}, {}}, nullptr, sc, static_cast<Element*>(p.d), sd};
+  } else {
+    epilogue = {{{{{}, bias_args<Element>(p), {}}, {}}, {}, {}},
+                static_cast<const Element*>(p.residual), sc, static_cast<Element*>(p.d), sd};
+  }
+  return typename K::Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGemm,
+                                     {static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), 1},
+                                     {static_cast<const Element*>(p.a), sa, static_cast<const Element*>(p.b), sb},
+                                     epilogue,
+                                     hw};
+}
+
+template <class K, class Element>
+std::size_t workspace_for(const Problem& p) {
+  return K::Gemm::get_workspace_size(make_arguments<K, Element>(p));
+}
+
+template <class K, class Element>
+void launch(const Problem& p, void* workspace, cudaStream_t stream) {
+  typename K::Gemm gemm;
+  const auto args = make_arguments<K, Element>(p);
+  cutlass::Status st = gemm.can_implement(args);
+  if (st != cutlass::Status::kSuccess)
+    throw Error(ErrorKind::Unsupported,
+                std::string("Hopper CUTLASS kernel cannot implement this problem: ") + cutlassGetStatusString(st));
+  st = gemm.initialize(args, workspace, stream);
+  if (st != cutlass::Status::kSuccess)
+    throw Error(ErrorKind::Cuda, std::string("CUTLASS initialize: ") + cutlassGetStatusString(st));
+  st = gemm.run(stream);
+  if (st != cutlass::Status::kSuccess)
+    throw Error(ErrorKind::Cuda, std::string("CUTLASS run: ") + cutlassGetStatusString(st));
+  check_launch("sm90 CUTLASS GEMM");
+}
+
+// Calls f.template operator()<Kernel, Element>() for the instantiation that runs (chain, dtype).
+template <class F>
+auto dispatch(Chain chain, DType dtype, F&& f) {
+  auto by_chain = [&]<class Element>() {
+    switch (chain) {
+      case Chain::Identity: return f.template operator()<IdentityKernel<Element>, Element>();
+      case Chain::BiasGelu: return f.template operator()<BiasGeluKernel<Element>, Element>();
+      case Chain::BiasGeluResidual: return f.template operator()<BiasGeluResidualKernel<Element>, Element>();
+    }
+    throw Error(ErrorKind::Unsupported, "unknown Hopper epilogue chain");
+  };
+  switch (dtype) {
+    case DType::BF16: return by_chain.template operator()<cutlass::bfloat16_t>();
+    case DType::F16: return by_chain.template operator()<cutlass::half_t>();
+    default: throw_invalid("a dtype", "bf16 or f16 for the Hopper kernel", dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+std::optional<Chain> match_chain(const EpilogueSpec& spec) {
+  if (spec == EpilogueSpec{}) return Chain::Identity;
+  if (spec == EpilogueSpec{}.bias().gelu_tanh()) return Chain::BiasGelu;
+  if (spec == EpilogueSpec{}.bias().gelu_tanh().residual()) return Chain::BiasGeluResidual;
+  return std::nullopt;
+}
+
+std::size_t workspace_bytes(Chain chain, const Problem& p) {
+  return dispatch(chain, p.dtype, [&]<class K, class Element>() { return workspace_for<K, Element>(p); });
+}
+
+void run(Chain chain, const Problem& p, void* workspace, cudaStream_t stream) {
+  dispatch(chain, p.dtype, [&]<class K, class Element>() { launch<K, Element>(p, workspace, stream); });
+}
+
+}  // namespace fusekit::sm90

@@ -1,0 +1,39 @@
+#pragma once
+// Host-side entry to the Hopper CUTLASS kernels (implemented in sm90_cutlass_gemm.cu, which is
+// compiled for sm_90a only). Internal to src/gemm.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include <cuda_runtime_api.h>
+
+#include "fusekit/epilogue.hpp"
+#include "fusekit/tensor.hpp"
+
+namespace fusekit::sm90 {
+
+// The epilogue chains compiled ahead of time for the Hopper kernel.
+enum class Chain : std::uint8_t {
+  Identity,              // D = acc
+  BiasGelu,              // D = gelu_tanh(acc + bias)
+  BiasGeluResidual,      // D = gelu_tanh(acc + bias) + R
+};
+
+// The compiled chain that implements `spec` exactly, if any.
+std::optional<Chain> match_chain(const EpilogueSpec& spec);
+
+struct Problem {
+  std::int64_t m, n, k;
+  DType dtype;  // of A, B, D, bias and residual
+  const void* a; std::int64_t lda;
+  const void* b; std::int64_t ldb;
+  void* d; std::int64_t ldd;
+  const void* bias;
+  const void* residual; std::int64_t ldr;
+};
+
+// Bytes of device workspace `run` needs for this problem.
+std::size_t workspace_bytes(Chain chain, const Problem& p);
+void run(Chain chain, const Problem& p, void* workspace, cudaStream_t stream);
+
+}  // namespace fusekit::sm90
