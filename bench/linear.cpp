@@ -176,6 +176,16 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
         poison(s->y, st);
       },
       [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+  ladder.rungs.push_back(Rung{
+      "portable", "Level 2: fusekit's mma.sync kernel, the chain in a shared-memory staged epilogue",
+      [s, chain](cudaStream_t st) {
+        FusedGemmArgs g{s->x, s->w, s->y, chain, {}};
+        g.tensors.bias = s->bias;
+        if (chain.uses(EpilogueOp::Residual)) g.tensors.residual = s->residual;
+        fused_gemm(s->fused, g, GemmBackend::Portable, st);
+      },
+      [s](cudaStream_t st) { poison(s->y, st); },
+      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
   if (current_device_info().cc_major == 9) {
     ladder.rungs.push_back(Rung{
         "hopper", "Level 2: CUTLASS TMA warp-specialized kernel, the chain as an epilogue visitor tree",

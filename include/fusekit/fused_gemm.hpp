@@ -3,7 +3,8 @@
 //   D[M, N_out] = epilogue(op(A)[M,K] · op(B)[K,N])   with the chain of fusekit/epilogue.hpp
 // A is row-major [M,K]; B is row-major [N,K] (a linear layer's weight: D = epilogue(A·Bᵀ)).
 // fused_gemm() picks the backend: cuBLASLt when its fixed epilogue list has the chain, the
-// Hopper CUTLASS kernel on sm_90 otherwise, and reports which one ran and why.
+// Hopper CUTLASS kernel on sm_90 when it has the chain compiled, the portable kernel for any
+// other chain, and reports which one ran and why.
 #include <memory>
 #include <string>
 
@@ -18,6 +19,7 @@ enum class GemmBackend : std::uint8_t {
   Auto,      // the fastest that implements the chain
   CublasLt,  // cuBLASLt with one of its 16 epilogues (only chains that map onto one)
   Sm90,      // CUTLASS 3 warp-specialized TMA kernel with an epilogue visitor tree (sm_90)
+  Portable,  // fusekit's mma.sync kernel: any chain, sm_80 and newer
 };
 std::string_view gemm_backend_name(GemmBackend b);
 

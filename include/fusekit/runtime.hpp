@@ -57,6 +57,7 @@ struct DeviceInfo {
   std::string chip() const;  // CUPTI chip name, e.g. "GH100" for sm_90, "GA100" for sm_80
 };
 
-DeviceInfo current_device_info();  // throws Error(NoDevice) without a device
+// The current device's facts, queried once per device; throws Error(NoDevice) without one.
+const DeviceInfo& current_device_info();
 
 }  // namespace fusekit

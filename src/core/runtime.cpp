@@ -2,6 +2,10 @@
 
 #include "fusekit/runtime.hpp"
 
+#include <array>
+#include <mutex>
+#include <optional>
+
 #include "fusekit/error.hpp"
 
 namespace fusekit {
@@ -56,10 +60,10 @@ std::string DeviceInfo::chip() const {
   return fmt::format("sm_{}{}", cc_major, cc_minor);
 }
 
-DeviceInfo current_device_info() {
-  if (auto why = no_device_reason(); !why.empty()) throw Error(ErrorKind::NoDevice, why);
+namespace {
+DeviceInfo query_device_info(int index) {
   DeviceInfo info;
-  check_cuda(cudaGetDevice(&info.index), "cudaGetDevice");
+  info.index = index;
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, info.index), "cudaGetDeviceProperties");
   info.name = prop.name;
@@ -73,6 +77,23 @@ DeviceInfo current_device_info() {
   cudaDeviceGetAttribute(&info.memory_clock_khz, cudaDevAttrMemoryClockRate, info.index);
   cudaDeviceGetAttribute(&info.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, info.index);
   return info;
+}
+}  // namespace
+
+const DeviceInfo& current_device_info() {
+  // NOTE: cudaGetDeviceProperties takes about a millisecond; dispatch asks per call, so the
+  // answer is cached per device.
+  constexpr int kMaxDevices = 64;
+  static std::array<std::optional<DeviceInfo>, kMaxDevices> cache;
+  static std::mutex mutex;
+  if (auto why = no_device_reason(); !why.empty()) throw Error(ErrorKind::NoDevice, why);
+  int index = 0;
+  check_cuda(cudaGetDevice(&index), "cudaGetDevice");
+  require(index < kMaxDevices, "device index", fmt::format("< {}", kMaxDevices), index);
+  std::lock_guard lock(mutex);
+  auto& slot = cache[static_cast<std::size_t>(index)];
+  if (!slot) slot = query_device_info(index);
+  return *slot;
 }
 
 }  // namespace fusekit

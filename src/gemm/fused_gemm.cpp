@@ -7,6 +7,7 @@
 #include "fusekit/error.hpp"
 #include "fusekit/gemm.hpp"
 #include "fusekit/runtime.hpp"
+#include "portable_gemm.hpp"
 #include "sm90_cutlass_gemm.hpp"
 
 namespace fusekit {
@@ -76,6 +77,7 @@ std::string_view gemm_backend_name(GemmBackend b) {
     case GemmBackend::Auto: return "auto";
     case GemmBackend::CublasLt: return "cublaslt";
     case GemmBackend::Sm90: return "sm90";
+    case GemmBackend::Portable: return "portable";
   }
   return "?";
 }
@@ -109,16 +111,22 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
     case GemmBackend::Sm90:
       if (auto why = sm90_blocker(); !why.empty()) throw Error(ErrorKind::Unsupported, why);
       return {GemmBackend::Sm90, "requested"};
+    case GemmBackend::Portable:
+      if (auto why = portable::blocker(g); !why.empty()) throw Error(ErrorKind::Unsupported, why);
+      return {GemmBackend::Portable, "requested"};
     case GemmBackend::Auto: break;
   }
   // NOTE: cuBLASLt first when it has the chain: its kernels are tuned per shape and it was at
   // least as fast as the Hopper kernel where both ran (docs/performance.md).
   if (lt) return {GemmBackend::CublasLt, fmt::format("cuBLASLt has the chain as epilogue {}", epilogue_name(*lt))};
-  if (auto why = sm90_blocker(); why.empty())
+  const std::string sm90_why = sm90_blocker();
+  if (sm90_why.empty())
     return {GemmBackend::Sm90, fmt::format("cuBLASLt lacks the chain {}; Hopper EVT kernel has it", g.epilogue.to_string())};
-  else
-    throw Error(ErrorKind::Unsupported, fmt::format("no backend for the chain {}: cuBLASLt lacks it and {}",
-                                                    g.epilogue.to_string(), why));
+  const std::string portable_why = portable::blocker(g);
+  if (portable_why.empty())
+    return {GemmBackend::Portable, fmt::format("cuBLASLt lacks the chain {} and {}", g.epilogue.to_string(), sm90_why)};
+  throw Error(ErrorKind::Unsupported, fmt::format("no backend for the chain {}: cuBLASLt lacks it, {}, and {}",
+                                                  g.epilogue.to_string(), sm90_why, portable_why));
 }
 
 FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, GemmBackend requested,
@@ -135,6 +143,10 @@ FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, Gemm
     lt.epilogue = *cublaslt_epilogue(g.epilogue);
     if (bias_role(lt.epilogue) == BiasRole::Input) lt.bias = g.tensors.bias;
     gemm(h.cublaslt, lt, stream);
+    return report;
+  }
+  if (report.backend == GemmBackend::Portable) {
+    portable::run(g, stream);
     return report;
   }
   const sm90::Chain chain = *sm90::match_chain(g.epilogue);

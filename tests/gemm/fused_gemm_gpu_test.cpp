@@ -39,23 +39,40 @@ struct Shape {
   std::int64_t m, n, k;
 };
 
-// Runs spec on `backend` at `shape` and checks D against reference::apply_epilogue(A·Bᵀ).
+// Runs spec on `backend` at `shape` and checks D (and aux) against
+// reference::apply_epilogue(A·Bᵀ). Bias, scales, source and residual are dense random tensors:
+// column-distinct bias values and row-distinct scales, so a mis-indexed epilogue cannot pass.
 void check_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DType dt, Shape s, GemmBackend backend,
                  std::uint64_t seed) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " chain " << spec.to_string() << " " << dtype_name(dt)
                                     << " M=" << s.m << " N=" << s.n << " K=" << s.k << " backend "
                                     << gemm_backend_name(backend));
-  DeviceTensor a(dt, {s.m, s.k}), b(dt, {s.n, s.k}), d(dt, {s.m, s.n}), bias(dt, {s.n}), res(dt, {s.m, s.n});
+  const std::int64_t n_out = epilogue_output_columns(spec, s.n);
+  // The aux store sees the width at its node: N before a gated node, N/2 after.
+  std::int64_t aux_cols = s.n;
+  for (const auto& node : spec.nodes) {
+    if (node.op == EpilogueOp::StoreAux) break;
+    if (node.op == EpilogueOp::SwiGlu || node.op == EpilogueOp::GeGlu) aux_cols = s.n / 2;
+  }
+  DeviceTensor a(dt, {s.m, s.k}), b(dt, {s.n, s.k}), d(dt, {s.m, n_out}), bias(dt, {s.n}), res(dt, {s.m, n_out});
+  DeviceTensor src(dt, {s.m, s.n}), aux(dt, {s.m, aux_cols}), rs(DType::F32, {s.m}), cs(DType::F32, {s.n});
   const float w = std::sqrt(3.0f / static_cast<float>(s.k));
   fill_uniform(a, seed, -1, 1);
   fill_uniform(b, seed + 1, -w, w);
-  // Column-distinct bias and a dense residual: a mis-indexed epilogue cannot pass.
   fill_uniform(bias, seed + 2, -2, 2);
   fill_uniform(res, seed + 3, -1, 1);
+  fill_uniform(src, seed + 4, -1, 1);
+  fill_uniform(rs, seed + 5, 0.25f, 2.0f);
+  fill_uniform(cs, seed + 6, -2.0f, 2.0f);
   poison(d);
+  poison(aux);
   FusedGemmArgs g{a, b, d, spec, {}};
   if (spec.uses(EpilogueOp::ColumnBias)) g.tensors.bias = bias;
   if (spec.uses(EpilogueOp::Residual)) g.tensors.residual = res;
+  if (spec.uses(EpilogueOp::AddSource)) g.tensors.source = src;
+  if (spec.uses(EpilogueOp::RowScale)) g.tensors.row_scale = rs;
+  if (spec.uses(EpilogueOp::ColumnScale)) g.tensors.col_scale = cs;
+  if (spec.uses(EpilogueOp::StoreAux)) g.tensors.aux = aux;
   const auto report = fused_gemm(handle, g, backend);
   EXPECT_EQ(report.backend, backend);
 
@@ -67,9 +84,47 @@ void check_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DType dt, Sh
   reference::EpilogueInputs in;
   in.bias = download(bias);
   in.residual = to_matrix(res);
+  in.source = to_matrix(src);
+  in.row_scale = download(rs);
+  in.col_scale = download(cs);
   const auto want = reference::apply_epilogue(spec, acc, in);
-  EXPECT_LE(rel_l2(download(d), want.out.data), bench::tolerance(dt));
+  EXPECT_LE(rel_l2(download(d), want.out.data), bench::tolerance(dt)) << "D";
+  if (spec.uses(EpilogueOp::StoreAux)) EXPECT_LE(rel_l2(download(aux), want.aux.data), bench::tolerance(dt)) << "aux";
 }
+
+class FusedGemmPortable : public ::testing::TestWithParam<DType> {};
+
+// Every epilogue node, and the combinations the ladders use, on odd shapes.
+TEST_P(FusedGemmPortable, EveryNodeMatchesReference) {
+  FUSEKIT_REQUIRE_GPU();
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  const EpilogueSpec plain[] = {
+      EpilogueSpec{},
+      EpilogueSpec{}.scale(0.5f).add_source(0.75f),
+      EpilogueSpec{}.bias().gelu_tanh(),
+      EpilogueSpec{}.bias().gelu_tanh().residual(),
+      EpilogueSpec{}.bias().gelu_erf().residual(),
+      EpilogueSpec{}.row_scale().column_scale().relu(),
+      EpilogueSpec{}.bias().store_aux().silu().clamp(-0.5f, 2.0f),
+      EpilogueSpec{}.scale(3.0f).cast(DType::E4M3).relu(),
+  };
+  const EpilogueSpec gated[] = {
+      EpilogueSpec{}.swiglu(64),
+      EpilogueSpec{}.bias().swiglu(64).residual(),
+      EpilogueSpec{}.column_scale().geglu(32).store_aux().row_scale(),
+  };
+  const Shape plain_shapes[] = {{256, 256, 64}, {333, 520, 200}, {1000, 136, 72}, {7, 8, 8}};
+  const Shape gated_shapes[] = {{256, 256, 64}, {333, 384, 200}, {129, 128, 8}};
+  int i = 0;
+  for (const auto& spec : plain)
+    for (const auto& s : plain_shapes) check_chain(handle, spec, GetParam(), s, GemmBackend::Portable, seed + 16 * i++);
+  for (const auto& spec : gated)
+    for (const auto& s : gated_shapes) check_chain(handle, spec, GetParam(), s, GemmBackend::Portable, seed + 16 * i++);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmPortable, ::testing::Values(DType::BF16, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 class FusedGemmSm90 : public ::testing::TestWithParam<DType> {};
 
@@ -107,12 +162,19 @@ TEST(FusedGemm, AutoPicksCublasLtWhenItHasTheChainAndHopperOtherwise) {
     EXPECT_THROW(plan_fused_gemm(g), Error);
   }
   g.epilogue = EpilogueSpec{}.bias().silu().residual();
+  const auto r = plan_fused_gemm(g);
+  EXPECT_EQ(r.backend, GemmBackend::Portable);
+  EXPECT_NE(r.reason.find("bias → silu → residual"), std::string::npos) << r.reason;
+  // What no backend can run is refused with every reason.
+  float* scale = static_cast<float*>(bias.data());
+  g.epilogue = EpilogueSpec{}.quantize_e4m3();
+  g.tensors.quant_scale = scale;
   try {
     plan_fused_gemm(g);
     FAIL() << "expected Unsupported";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("bias → silu → residual"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no fp8 output"), std::string::npos) << e.what();
   }
 }
 

@@ -6,17 +6,9 @@
 #include <cstdint>
 
 #include "fusekit/device/convert.cuh"
+#include "fusekit/device/vector.cuh"
 
 namespace fusekit::device {
-
-inline constexpr int kVectorBytes = 16;
-
-template <class T>
-union Vector {
-  static constexpr int kElements = kVectorBytes / sizeof(T);
-  uint4 raw;
-  T e[kElements];
-};
 
 // Requires cols, both row strides and all pointers to be multiples of the vector width.
 template <class T, class Op>

@@ -1,0 +1,96 @@
+#pragma once
+// Device side of fusekit/epilogue.hpp: the chain as a kernel parameter, and its interpreter.
+// Uniform nodes run on values alone (in registers, on any fragment layout); position-dependent
+// nodes take the element's global (i, j), which a kernel knows only once the tile is staged
+// through shared memory in a layout it chose.
+#include <cstdint>
+
+#include "fusekit/device/convert.cuh"
+#include "fusekit/device/pointwise/activation.cuh"
+#include "fusekit/epilogue.hpp"
+
+namespace fusekit::device {
+
+inline constexpr int kMaxChainNodes = 8;
+
+struct ChainNode {
+  EpilogueOp op;
+  float p0, p1;
+  DType dtype;
+};
+
+// The chain and the tensors its nodes use, passed by value to a kernel.
+struct Chain {
+  ChainNode nodes[kMaxChainNodes];
+  int count;
+  int uniform_prefix;  // nodes [0, uniform_prefix) are position-independent
+  int gate;            // index of the gated node, or count when there is none
+  DType dtype;         // of source, bias, residual and aux
+  const void* source; std::int64_t ld_source;
+  const void* bias;
+  const float* row_scale;
+  const float* col_scale;
+  const void* residual; std::int64_t ld_residual;
+  void* aux; std::int64_t ld_aux;
+};
+
+// sigmoid-weighted linear unit: silu(x) = x / (1 + e^(−x))
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
+
+// gelu(x) = ½·x·(1 + erf(x/√2))
+__device__ __forceinline__ float gelu_erf(float x) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+}
+
+// One position-independent node on one value.
+__device__ __forceinline__ float apply_uniform(const ChainNode& n, float x) {
+  switch (n.op) {
+    case EpilogueOp::Scale: return n.p0 * x;
+    case EpilogueOp::Relu: return fmaxf(x, 0.0f);
+    case EpilogueOp::GeluTanh: return gelu_tanh(x);
+    case EpilogueOp::GeluErf: return gelu_erf(x);
+    case EpilogueOp::Silu: return silu(x);
+    case EpilogueOp::Clamp: return fminf(fmaxf(x, n.p0), n.p1);
+    case EpilogueOp::Cast: {
+      switch (n.dtype) {
+        case DType::F16: return __half2float(__float2half_rn(x));
+        case DType::BF16: return __bfloat162float(__float2bfloat16_rn(x));
+        case DType::E4M3: return float(__nv_fp8_e4m3(x));
+        case DType::E5M2: return float(__nv_fp8_e5m2(x));
+        default: return x;
+      }
+    }
+    default: return x;
+  }
+}
+
+// The uniform prefix of the chain, on a value in registers.
+__device__ __forceinline__ float apply_prefix(const Chain& c, float x) {
+  for (int k = 0; k < c.uniform_prefix; ++k) x = apply_uniform(c.nodes[k], x);
+  return x;
+}
+
+// Nodes [first, last) at global position (i, j). Before a gated node j indexes the N columns
+// of the accumulator; from the gated node on, the N/2 output columns, and `up` is the value of
+// the paired up column that the gated node multiplies in.
+__device__ __forceinline__ float apply_range(const Chain& c, int first, int last, float x, float up,
+                                             std::int64_t i, std::int64_t j) {
+  for (int k = first; k < last; ++k) {
+    const ChainNode& n = c.nodes[k];
+    switch (n.op) {
+      case EpilogueOp::AddSource: x += n.p0 * load_float(c.source, c.dtype, i * c.ld_source + j); break;
+      case EpilogueOp::ColumnBias: x += load_float(c.bias, c.dtype, j); break;
+      case EpilogueOp::RowScale: x *= c.row_scale[i]; break;
+      case EpilogueOp::ColumnScale: x *= c.col_scale[j]; break;
+      case EpilogueOp::Residual: x += load_float(c.residual, c.dtype, i * c.ld_residual + j); break;
+      case EpilogueOp::SwiGlu: x = silu(x) * up; break;
+      case EpilogueOp::GeGlu: x = gelu_tanh(x) * up; break;
+      case EpilogueOp::StoreAux: store_float(c.aux, c.dtype, i * c.ld_aux + j, x); break;
+      default: x = apply_uniform(n, x); break;
+    }
+  }
+  return x;
+}
+
+}  // namespace fusekit::device

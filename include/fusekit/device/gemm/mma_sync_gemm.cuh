@@ -1,0 +1,242 @@
+#pragma once
+// The portable Level-2 GEMM (sm_80 and newer): D[M, N_out] = chain(A[M,K] · B[N,K]ᵀ).
+//
+// Mainloop: a 128×128 block tile, 8 warps of 64×32, K in steps of 64 through a 3-stage cp.async
+// pipeline; shared-memory rows are XOR-swizzled in 16-byte chunks so ldmatrix reads are free of
+// bank conflicts; mma.sync m16n8k16 with fp32 accumulation.
+// Epilogue: the chain's uniform prefix runs on the accumulators in registers; then the tile is
+// staged through a skewed fp32 shared-memory tile, where every element's (i, j) is known, and
+// the position-dependent rest runs there before coalesced 16-byte stores.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "fusekit/device/convert.cuh"
+#include "fusekit/device/epilogue/chain.cuh"
+#include "fusekit/device/vector.cuh"
+
+namespace fusekit::device::portable {
+
+inline constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64;
+inline constexpr int kStages = 3;
+inline constexpr int kWarpsM = 2, kWarpsN = 4;
+inline constexpr int kThreads = kWarpsM * kWarpsN * 32;
+inline constexpr int kWarpM = kBlockM / kWarpsM;  // 64
+inline constexpr int kWarpN = kBlockN / kWarpsN;  // 32
+inline constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;
+inline constexpr int kTilesM = kWarpM / kMmaM;  // 4
+inline constexpr int kTilesN = kWarpN / kMmaN;  // 4
+inline constexpr int kChunkBytes = 16;
+inline constexpr int kElemsPerChunk = kChunkBytes / 2;           // 16-bit inputs
+inline constexpr int kChunksPerRow = kBlockK / kElemsPerChunk;   // 8
+inline constexpr int kStageElems = (kBlockM + kBlockN) * kBlockK;
+// NOTE: +4 floats of skew per row: consecutive rows start 4 banks apart, so the 8 rows a warp
+// writes for one mma tile (rows lane/4) land in distinct banks.
+inline constexpr int kEpilogueLd = kBlockN + 4;
+inline constexpr int kPipelineBytes = kStages * kStageElems * 2;
+inline constexpr int kEpilogueBytes = kBlockM * kEpilogueLd * 4;
+inline constexpr int kSmemBytes = kPipelineBytes > kEpilogueBytes ? kPipelineBytes : kEpilogueBytes;
+// NOTE: L2 locality: consecutive blocks walk down a group of 8 tile rows before moving right,
+// so the B tiles they share stay in L2.
+inline constexpr int kGroupRows = 8;
+
+template <class T> struct MmaType;
+template <> struct MmaType<__nv_bfloat16> { static constexpr bool kBf16 = true; };
+template <> struct MmaType<__half> { static constexpr bool kBf16 = false; };
+
+struct Params {
+  const void* a; std::int64_t lda;
+  const void* b; std::int64_t ldb;
+  void* d; std::int64_t ldd;
+  int m, n, k;
+  Chain chain;
+};
+
+// Swizzled element offset of (row, 16-byte chunk) in a [rows][kBlockK] tile.
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+  return row * kBlockK + ((chunk ^ (row % kChunksPerRow)) * kElemsPerChunk);
+}
+
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? kChunkBytes : 0;  // 0: zero-fill (rows or K beyond the matrix)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <bool kBf16>
+__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Loads k-tile `kt` of A (rows m0..) and B (rows n0..) into pipeline stage `stage`.
+template <class T>
+__device__ __forceinline__ void load_stage(const Params& p, T* smem, int stage, int kt, int m0, int n0) {
+  T* sa = smem + stage * kStageElems;
+  T* sb = sa + kBlockM * kBlockK;
+  const auto* a = static_cast<const T*>(p.a);
+  const auto* b = static_cast<const T*>(p.b);
+  constexpr int kChunks = kBlockM * kChunksPerRow;  // per operand; same for B (kBlockN == kBlockM)
+#pragma unroll
+  for (int c = threadIdx.x; c < kChunks; c += kThreads) {
+    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int k = kt * kBlockK + chunk * kElemsPerChunk;
+    const bool k_ok = k < p.k;  // K is a multiple of 8: a chunk is all in or all out
+    const int ga = m0 + row, gb = n0 + row;
+    // NOTE: out-of-range chunks still need a valid address; row 0 / column 0 always exists.
+    cp_async_16(sa + swizzle(row, chunk), a + (ga < p.m && k_ok ? ga * p.lda + k : 0), ga < p.m && k_ok);
+    cp_async_16(sb + swizzle(row, chunk), b + (gb < p.n && k_ok ? gb * p.ldb + k : 0), gb < p.n && k_ok);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  constexpr bool kBf16 = MmaType<T>::kBf16;
+
+  // Tile order grouped for L2 reuse.
+  const int tiles_m = (p.m + kBlockM - 1) / kBlockM, tiles_n = (p.n + kBlockN - 1) / kBlockN;
+  const int block_tile = blockIdx.x;
+  const int group = block_tile / (kGroupRows * tiles_n);
+  const int first_m = group * kGroupRows;
+  const int rows_in_group = min(tiles_m - first_m, kGroupRows);
+  const int in_group = block_tile % (kGroupRows * tiles_n);
+  const int tm = first_m + in_group % rows_in_group;
+  const int tn = in_group / rows_in_group;
+  const int m0 = tm * kBlockM, n0 = tn * kBlockN;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = (warp / kWarpsN) * kWarpM, wn = (warp % kWarpsN) * kWarpN;
+
+  float acc[kTilesM][kTilesN][4] = {};
+  const int k_tiles = (p.k + kBlockK - 1) / kBlockK;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < k_tiles) load_stage(p, smem, s, s, m0, n0);
+    cp_async_commit();
+  }
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    // Refill the stage consumed last iteration (every warp is past it after the barrier).
+    const int next = kt + kStages - 1;
+    if (next < k_tiles) load_stage(p, smem, next % kStages, next, m0, n0);
+    cp_async_commit();
+
+    const T* sa = smem + (kt % kStages) * kStageElems;
+    const T* sb = sa + kBlockM * kBlockK;
+#pragma unroll
+    for (int ks = 0; ks < kBlockK / kMmaK; ++ks) {
+      unsigned af[kTilesM][4];
+#pragma unroll
+      for (int i = 0; i < kTilesM; ++i) {
+        // lanes 0-15: rows 0-15 at k chunk 2ks; lanes 16-31: the same rows at chunk 2ks+1
+        const int row = wm + i * kMmaM + lane % 16;
+        ldmatrix_x4(af[i], sa + swizzle(row, ks * 2 + lane / 16));
+      }
+      // NOTE: B fragments are loaded one pair of n8 tiles at a time to keep 4 registers live,
+      // not 8: with the 64 accumulators that keeps the kernel under 128 registers (2 blocks/SM).
+#pragma unroll
+      for (int j = 0; j < kTilesN / 2; ++j) {
+        unsigned bf[4];
+        // matrices: (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi)
+        const int row = wn + j * 2 * kMmaN + (lane / 16) * kMmaN + lane % 8;
+        ldmatrix_x4(bf, sb + swizzle(row, ks * 2 + (lane / 8) % 2));
+#pragma unroll
+        for (int i = 0; i < kTilesM; ++i) {
+          mma<kBf16>(acc[i][2 * j], af[i], bf[0], bf[1]);
+          mma<kBf16>(acc[i][2 * j + 1], af[i], bf[2], bf[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline's shared memory becomes the epilogue tile
+
+  // Uniform prefix in registers: the value alone decides, so the fragment layout is irrelevant.
+  // Then stage: the mma.sync accumulator layout (PTX ISA, m16n8 f32 fragment) puts c0,c1 at row
+  // lane/4, columns 2·(lane%4) + {0,1}, and c2,c3 eight rows below.
+  float* tile = reinterpret_cast<float*>(smem_raw);
+#pragma unroll
+  for (int i = 0; i < kTilesM; ++i)
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = wm + i * kMmaM + lane / 4 + (e / 2) * 8;
+        const int c = wn + j * kMmaN + (lane % 4) * 2 + e % 2;
+        tile[r * kEpilogueLd + c] = apply_prefix(p.chain, acc[i][j][e]);
+      }
+  __syncthreads();
+
+  // Position-dependent rest, then 16-byte stores: each thread owns 8 consecutive output columns.
+  const Chain& chain = p.chain;
+  const bool gated = chain.gate < chain.count;
+  const int block = gated ? static_cast<int>(chain.nodes[chain.gate].p0) : 0;
+  const int out_cols = gated ? kBlockN / 2 : kBlockN;
+  const int n_out = gated ? p.n / 2 : p.n;
+  const int out_n0 = gated ? n0 / 2 : n0;
+  constexpr int kVec = kChunkBytes / sizeof(T);
+  auto* d = static_cast<T*>(p.d);
+  for (int v = threadIdx.x; v < kBlockM * out_cols / kVec; v += kThreads) {
+    const int r = v / (out_cols / kVec), c0 = (v % (out_cols / kVec)) * kVec;
+    const std::int64_t gi = m0 + r;
+    if (gi >= p.m) continue;
+    Vector<T> out;
+    bool full = true;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      const int c = c0 + e;  // output column within the tile
+      const std::int64_t gj = out_n0 + c;
+      full = full && gj < n_out;
+      float x = 0.0f;
+      if (gj < n_out) {
+        if (gated) {
+          // output column c pairs gate column 2k·block + r' with up column 2k·block + block + r'
+          const int kb = c / block, rr = c % block;
+          const int cg = 2 * kb * block + rr, cu = cg + block;
+          const float g = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cg], 0.0f, gi, n0 + cg);
+          const float u = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cu], 0.0f, gi, n0 + cu);
+          x = apply_range(chain, chain.gate, chain.count, g, u, gi, gj);
+        } else {
+          x = apply_range(chain, chain.uniform_prefix, chain.count, tile[r * kEpilogueLd + c], 0.0f, gi, gj);
+        }
+      }
+      out.e[e] = Float<T>::store(x);
+    }
+    T* dst = d + gi * p.ldd + out_n0 + c0;
+    if (full) {
+      *reinterpret_cast<uint4*>(dst) = out.raw;
+    } else {
+      for (int e = 0; e < kVec; ++e)
+        if (out_n0 + c0 + e < n_out) dst[e] = out.e[e];
+    }
+  }
+}
+
+}  // namespace fusekit::device::portable

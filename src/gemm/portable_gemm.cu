@@ -1,0 +1,101 @@
+// Launcher of the portable Level-2 GEMM (include/fusekit/device/gemm/mma_sync_gemm.cuh).
+#include <string>
+
+#include "fusekit/device/gemm/mma_sync_gemm.cuh"
+#include "fusekit/error.hpp"
+#include "portable_gemm.hpp"
+
+namespace fusekit::portable {
+
+namespace {
+
+using namespace fusekit::device::portable;
+constexpr std::size_t kAlignBytes = 16;
+
+bool aligned16(const TensorView& t) {
+  return t.empty() || (reinterpret_cast<std::uintptr_t>(t.data) % kAlignBytes == 0 &&
+                       (t.rank < 2 || (t.strides[0] * static_cast<std::int64_t>(t.element_size())) % 16 == 0));
+}
+
+bool position_independent(EpilogueOp op) {
+  switch (op) {
+    case EpilogueOp::Scale:
+    case EpilogueOp::Relu:
+    case EpilogueOp::GeluTanh:
+    case EpilogueOp::GeluErf:
+    case EpilogueOp::Silu:
+    case EpilogueOp::Clamp:
+    case EpilogueOp::Cast: return true;
+    default: return false;
+  }
+}
+
+device::Chain make_chain(const FusedGemmArgs& g) {
+  device::Chain c{};
+  const auto& nodes = g.epilogue.nodes;
+  c.count = static_cast<int>(nodes.size());
+  c.uniform_prefix = c.count;
+  c.gate = c.count;
+  for (int i = 0; i < c.count; ++i) {
+    c.nodes[i] = {nodes[static_cast<std::size_t>(i)].op, nodes[static_cast<std::size_t>(i)].p0,
+                  nodes[static_cast<std::size_t>(i)].p1, nodes[static_cast<std::size_t>(i)].dtype};
+    if (!position_independent(c.nodes[i].op) && c.uniform_prefix == c.count) c.uniform_prefix = i;
+    if (c.nodes[i].op == EpilogueOp::SwiGlu || c.nodes[i].op == EpilogueOp::GeGlu) c.gate = i;
+  }
+  const auto& t = g.tensors;
+  c.dtype = g.d.dtype;
+  c.source = t.source.data;
+  c.ld_source = t.source.empty() ? 0 : t.source.strides[0];
+  c.bias = t.bias.data;
+  c.row_scale = static_cast<const float*>(t.row_scale.data);
+  c.col_scale = static_cast<const float*>(t.col_scale.data);
+  c.residual = t.residual.data;
+  c.ld_residual = t.residual.empty() ? 0 : t.residual.strides[0];
+  c.aux = t.aux.data;
+  c.ld_aux = t.aux.empty() ? 0 : t.aux.strides[0];
+  return c;
+}
+
+template <class T>
+void launch(const FusedGemmArgs& g, cudaStream_t stream) {
+  Params p{g.a.data, g.a.strides[0], g.b.data, g.b.strides[0], g.d.data, g.d.strides[0],
+           static_cast<int>(g.a.shape[0]), static_cast<int>(g.b.shape[0]), static_cast<int>(g.a.shape[1]),
+           make_chain(g)};
+  static const bool configured = [] {
+    check_cuda(cudaFuncSetAttribute(gemm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes),
+               "cudaFuncSetAttribute (portable GEMM shared memory)");
+    return true;
+  }();
+  (void)configured;
+  const int tiles = ((p.m + kBlockM - 1) / kBlockM) * ((p.n + kBlockN - 1) / kBlockN);
+  gemm_kernel<T><<<tiles, kThreads, kSmemBytes, stream>>>(p);
+  check_launch("portable gemm_kernel");
+}
+
+}  // namespace
+
+std::string blocker(const FusedGemmArgs& g) {
+  constexpr std::int64_t kElemsPer16B = 8;
+  if (g.a.shape[1] % kElemsPer16B != 0) return "the portable kernel needs K to be a multiple of 8";
+  for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}, {"residual", &g.tensors.residual},
+                         {"source", &g.tensors.source}, {"aux", &g.tensors.aux}})
+    if (!aligned16(*t)) return std::string("the portable kernel needs 16-byte aligned rows; ") + name + " is not";
+  if (g.epilogue.nodes.size() > static_cast<std::size_t>(device::kMaxChainNodes))
+    return "the portable kernel takes chains of at most 8 nodes";
+  if (g.epilogue.uses(EpilogueOp::QuantizeE4M3)) return "the portable kernel has no fp8 output yet";
+  if (g.epilogue.gated() && (kBlockN / 2) % g.epilogue.gate_block() != 0)
+    return "the portable kernel needs a gate block dividing 64 (half its 128-column tile)";
+  if (g.a.shape[0] > INT32_MAX || g.b.shape[0] > INT32_MAX || g.a.shape[1] > INT32_MAX)
+    return "the portable kernel indexes M, N, K with 32-bit integers";
+  return "";
+}
+
+void run(const FusedGemmArgs& g, cudaStream_t stream) {
+  switch (g.a.dtype) {
+    case DType::BF16: return launch<__nv_bfloat16>(g, stream);
+    case DType::F16: return launch<__half>(g, stream);
+    default: throw_invalid("a dtype", "bf16 or f16", dtype_name(g.a.dtype));
+  }
+}
+
+}  // namespace fusekit::portable
