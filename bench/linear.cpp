@@ -187,16 +187,20 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
       [s](cudaStream_t st) { poison(s->y, st); },
       [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
   if (current_device_info().cc_major == 9) {
-    ladder.rungs.push_back(Rung{
-        "hopper", "Level 2: CUTLASS TMA warp-specialized kernel, the chain as an epilogue visitor tree",
-        [s, chain](cudaStream_t st) {
-          FusedGemmArgs g{s->x, s->w, s->y, chain, {}};
-          g.tensors.bias = s->bias;
-          if (chain.uses(EpilogueOp::Residual)) g.tensors.residual = s->residual;
-          fused_gemm(s->fused, g, GemmBackend::Sm90, st);
-        },
-        [s](cudaStream_t st) { poison(s->y, st); },
-        [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+    for (auto [name, schedule] : {std::pair{"hopper", Sm90Schedule::Pingpong}, {"hopper_coop", Sm90Schedule::Cooperative}})
+      ladder.rungs.push_back(Rung{
+          name,
+          schedule == Sm90Schedule::Pingpong
+              ? "Level 2: CUTLASS TMA warp-specialized pingpong kernel, the chain as an epilogue visitor tree"
+              : "Level 2: the same with the cooperative schedule (one 128x256 tile per two warpgroups)",
+          [s, chain, schedule](cudaStream_t st) {
+            FusedGemmArgs g{s->x, s->w, s->y, chain, {}, schedule};
+            g.tensors.bias = s->bias;
+            if (chain.uses(EpilogueOp::Residual)) g.tensors.residual = s->residual;
+            fused_gemm(s->fused, g, GemmBackend::Sm90, st);
+          },
+          [s](cudaStream_t st) { poison(s->y, st); },
+          [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
   }
   return ladder;
 }

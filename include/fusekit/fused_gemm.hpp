@@ -23,12 +23,20 @@ enum class GemmBackend : std::uint8_t {
 };
 std::string_view gemm_backend_name(GemmBackend b);
 
+// How the Hopper kernel splits a tile between its two consumer warpgroups.
+enum class Sm90Schedule : std::uint8_t {
+  Auto,         // Pingpong (the faster of the two on every ladder shape; docs/performance.md)
+  Cooperative,  // both warpgroups on one 128×256 tile
+  Pingpong,     // one 128×128 tile each, alternating: one's epilogue hides under the other's MMAs
+};
+
 struct FusedGemmArgs {
   TensorView a;  // [M,K]
   TensorView b;  // [N,K]
   TensorView d;  // [M, epilogue_output_columns(N)]
   EpilogueSpec epilogue;
   EpilogueTensors tensors;
+  Sm90Schedule schedule = Sm90Schedule::Auto;  // the Hopper kernel only
 };
 
 struct FusedGemmReport {

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "fusekit/epilogue.hpp"
+#include "fusekit/fused_gemm.hpp"
 #include "fusekit/tensor.hpp"
 
 namespace fusekit::sm90 {
@@ -32,8 +33,14 @@ struct Problem {
   const void* residual; std::int64_t ldr;
 };
 
-// Bytes of device workspace `run` needs for this problem.
-std::size_t workspace_bytes(Chain chain, const Problem& p);
-void run(Chain chain, const Problem& p, void* workspace, cudaStream_t stream);
+// Bytes of device workspace `run` needs for this problem; schedule is Cooperative or Pingpong.
+std::size_t workspace_bytes(Chain chain, Sm90Schedule schedule, const Problem& p);
+void run(Chain chain, Sm90Schedule schedule, const Problem& p, void* workspace, cudaStream_t stream);
+
+// One translation unit per schedule, so the two compile in parallel.
+std::size_t workspace_bytes_cooperative(Chain chain, const Problem& p);
+void run_cooperative(Chain chain, const Problem& p, void* workspace, cudaStream_t stream);
+std::size_t workspace_bytes_pingpong(Chain chain, const Problem& p);
+void run_pingpong(Chain chain, const Problem& p, void* workspace, cudaStream_t stream);
 
 }  // namespace fusekit::sm90

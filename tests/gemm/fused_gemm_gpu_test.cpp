@@ -43,7 +43,7 @@ struct Shape {
 // reference::apply_epilogue(A·Bᵀ). Bias, scales, source and residual are dense random tensors:
 // column-distinct bias values and row-distinct scales, so a mis-indexed epilogue cannot pass.
 void check_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DType dt, Shape s, GemmBackend backend,
-                 std::uint64_t seed) {
+                 std::uint64_t seed, Sm90Schedule schedule = Sm90Schedule::Auto) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " chain " << spec.to_string() << " " << dtype_name(dt)
                                     << " M=" << s.m << " N=" << s.n << " K=" << s.k << " backend "
                                     << gemm_backend_name(backend));
@@ -66,7 +66,7 @@ void check_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DType dt, Sh
   fill_uniform(cs, seed + 6, -2.0f, 2.0f);
   poison(d);
   poison(aux);
-  FusedGemmArgs g{a, b, d, spec, {}};
+  FusedGemmArgs g{a, b, d, spec, {}, schedule};
   if (spec.uses(EpilogueOp::ColumnBias)) g.tensors.bias = bias;
   if (spec.uses(EpilogueOp::Residual)) g.tensors.residual = res;
   if (spec.uses(EpilogueOp::AddSource)) g.tensors.source = src;
@@ -137,8 +137,10 @@ TEST_P(FusedGemmSm90, EveryCompiledChainMatchesReference) {
                                  EpilogueSpec{}.bias().gelu_tanh().residual()};
   const Shape shapes[] = {{256, 512, 128}, {333, 520, 200}, {1000, 136, 72}, {7, 8, 8}};
   int i = 0;
-  for (const auto& spec : chains)
-    for (const auto& s : shapes) check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++);
+  for (auto schedule : {Sm90Schedule::Cooperative, Sm90Schedule::Pingpong})
+    for (const auto& spec : chains)
+      for (const auto& s : shapes)
+        check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, schedule);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmSm90, ::testing::Values(DType::BF16, DType::F16),

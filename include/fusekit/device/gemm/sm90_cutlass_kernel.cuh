@@ -14,15 +14,31 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
+#include "fusekit/fused_gemm.hpp"
+
 namespace fusekit::device::sm90 {
 
 using namespace cute;
 namespace fusion = cutlass::epilogue::fusion;
 
-// NOTE: 128×256×64 with two consumer warpgroups is the shape cuBLASLt's fastest Hopper bf16
-// kernels use for large GEMMs; a 2×1 cluster multicasts each B tile to two CTAs.
-using TileShape = Shape<_128, _256, _64>;
-using ClusterShape = Shape<_2, _1, _1>;
+// Two schedules of the same mainloop:
+//  Cooperative: both consumer warpgroups share one 128×256 tile (a 2×1 cluster multicasts each
+//    B tile to two CTAs); the epilogue runs after the tile's last k-block.
+//  Pingpong: each consumer warpgroup owns a 128×128 tile and they alternate, so one's epilogue
+//    (bias, GELU, the residual's loads) runs under the other's mainloop.
+template <Sm90Schedule kSchedule> struct ScheduleTraits;
+template <> struct ScheduleTraits<Sm90Schedule::Cooperative> {
+  using TileShape = Shape<_128, _256, _64>;
+  using ClusterShape = Shape<_2, _1, _1>;
+  using Mainloop = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+template <> struct ScheduleTraits<Sm90Schedule::Pingpong> {
+  using TileShape = Shape<_128, _128, _64>;
+  using ClusterShape = Shape<_2, _1, _1>;
+  using Mainloop = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
 using Accumulator = float;
 using Compute = float;
 inline constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
@@ -30,47 +46,54 @@ inline constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
 template <class Element>
 inline constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;  // 16 bytes: TMA
 
-// x = acc + bias[j]: a per-column bias of a row-major D is a row vector broadcast down the rows.
-template <class Element>
-using AccPlusBias =
-    fusion::Sm90EVT<fusion::Sm90Compute<cutlass::plus, Compute, Compute, kRound>, fusion::Sm90AccFetch,
-                    fusion::Sm90RowBroadcast<0, TileShape, Element, Compute, Stride<_0, _1, int64_t>,
-                                             kAlignment<Element>>>;
+// A per-column bias of a row-major D is a row vector broadcast down the rows.
+template <class Element, class TileShape>
+using ColumnBias =
+    fusion::Sm90RowBroadcast<0, TileShape, Element, Compute, Stride<_0, _1, int64_t>, kAlignment<Element>>;
+
+// x = acc + bias[j]
+template <class Element, class TileShape>
+using AccPlusBias = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::plus, Compute, Compute, kRound>,
+                                    fusion::Sm90AccFetch, ColumnBias<Element, TileShape>>;
 
 // D = acc
-template <class Element>
+template <class Element, class TileShape>
 using IdentityEvt = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::epilogue::thread::Identity, Element, Compute, kRound>,
                                     fusion::Sm90AccFetch>;
 
 // D = gelu_tanh(acc + bias)
-template <class Element>
+template <class Element, class TileShape>
 using BiasGeluEvt =
     fusion::Sm90EVT<fusion::Sm90Compute<cutlass::epilogue::thread::GELU_taylor, Element, Compute, kRound>,
-                    AccPlusBias<Element>>;
+                    AccPlusBias<Element, TileShape>>;
 
 // D = gelu_tanh(acc + bias) + R, R read through the epilogue's source (C) TMA pipeline
-template <class Element>
+template <class Element, class TileShape>
 using BiasGeluResidualEvt = fusion::Sm90EVT<
     fusion::Sm90Compute<cutlass::plus, Element, Compute, kRound>,
     fusion::Sm90EVT<fusion::Sm90Compute<cutlass::epilogue::thread::GELU_taylor, Compute, Compute, kRound>,
-                    AccPlusBias<Element>>,
+                    AccPlusBias<Element, TileShape>>,
     fusion::Sm90SrcFetch<Element>>;
 
 // A GEMM D[M,N] = evt(A[M,K] · B[N,K]ᵀ) with row-major A and D and K-major B.
-template <class Element, class Evt, bool kReadsSource>
+template <class Element, template <class, class> class EvtOf, bool kReadsSource, Sm90Schedule kSchedule>
 struct Kernel {
+  using Traits = ScheduleTraits<kSchedule>;
+  using TileShape = typename Traits::TileShape;
+  using ClusterShape = typename Traits::ClusterShape;
+  using Evt = EvtOf<Element, TileShape>;
   using ElementC = cute::conditional_t<kReadsSource, Element, void>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, Compute, ElementC, cutlass::layout::RowMajor,
-      kAlignment<Element>, Element, cutlass::layout::RowMajor, kAlignment<Element>,
-      cutlass::epilogue::TmaWarpSpecializedCooperative, Evt>::CollectiveOp;
+      kAlignment<Element>, Element, cutlass::layout::RowMajor, kAlignment<Element>, typename Traits::Epilogue,
+      Evt>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlignment<Element>,
       Element, cutlass::layout::ColumnMajor, kAlignment<Element>, Accumulator, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      typename Traits::Mainloop>::CollectiveOp;
 
   using GemmKernel =
       cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,

@@ -1,5 +1,6 @@
-// Instantiations and launch of the Hopper CUTLASS kernels (include/fusekit/device/gemm/).
-// Compiled for sm_90a only (CMake: file names starting sm90_).
+#pragma once
+// Launch of the Hopper CUTLASS kernels (include/fusekit/device/gemm/) for one schedule; included
+// by one sm90_*.cu file per schedule, each compiled for sm_90a only.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -9,24 +10,21 @@
 #include "fusekit/error.hpp"
 #include "sm90_cutlass_gemm.hpp"
 
-namespace fusekit::sm90 {
-
-namespace {
+namespace fusekit::sm90::launch_detail {
 
 using namespace fusekit::device::sm90;
 
-template <class Element>
-using IdentityKernel = Kernel<Element, IdentityEvt<Element>, false>;
-template <class Element>
-using BiasGeluKernel = Kernel<Element, BiasGeluEvt<Element>, false>;
-template <class Element>
-using BiasGeluResidualKernel = Kernel<Element, BiasGeluResidualEvt<Element>, true>;
+template <class Element, Sm90Schedule kSchedule>
+using IdentityKernel = Kernel<Element, IdentityEvt, false, kSchedule>;
+template <class Element, Sm90Schedule kSchedule>
+using BiasGeluKernel = Kernel<Element, BiasGeluEvt, false, kSchedule>;
+template <class Element, Sm90Schedule kSchedule>
+using BiasGeluResidualKernel = Kernel<Element, BiasGeluResidualEvt, true, kSchedule>;
 
-template <class Element>
+template <class Element, class TileShape>
 auto bias_args(const Problem& p) {
-  using Broadcast = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, Element, Compute,
-                                                                Stride<_0, _1, int64_t>, kAlignment<Element>>;
-  return typename Broadcast::Arguments{static_cast<const Element*>(p.bias), Element(0), {_0{}, _1{}, int64_t{0}}};
+  return typename ColumnBias<Element, TileShape>::Arguments{static_cast<const Element*>(p.bias), Element(0),
+                                                            {_0{}, _1{}, int64_t{0}}};
 }
 
 template <class K, class Element>
@@ -45,13 +43,14 @@ typename K::Gemm::Arguments make_arguments(const Problem& p) {
   const StrideB sb{p.ldb, _1{}, p.ldb * p.n};
   const StrideD sd{p.ldd, _1{}, p.ldd * p.m};
   const StrideC sc{p.ldr, _1{}, p.ldr * p.m};
+  using TileShape = typename K::TileShape;
   typename K::Epilogue::Arguments epilogue{};
-  if constexpr (std::is_same_v<K, IdentityKernel<Element>>) {
+  if constexpr (std::is_same_v<typename K::Evt, IdentityEvt<Element, TileShape>>) {
     epilogue = {{}, nullptr, sc, static_cast<Element*>(p.d), sd};
-  } else if constexpr (std::is_same_v<K, BiasGeluKernel<Element>>) {
-    epilogue = {{{{}, bias_args<Element>(p), {}}, {}}, nullptr, sc, static_cast<Element*>(p.d), sd};
+  } else if constexpr (std::is_same_v<typename K::Evt, BiasGeluEvt<Element, TileShape>>) {
+    epilogue = {{{{}, bias_args<Element, TileShape>(p), {}}, {}}, nullptr, sc, static_cast<Element*>(p.d), sd};
   } else {
-    epilogue = {{{{{}, bias_args<Element>(p), {}}, {}}, {}, {}},
+    epilogue = {{{{{}, bias_args<Element, TileShape>(p), {}}, {}}, {}, {}},
                 static_cast<const Element*>(p.residual), sc, static_cast<Element*>(p.d), sd};
   }
   return typename K::Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGemm,
@@ -84,13 +83,14 @@ void launch(const Problem& p, void* workspace, cudaStream_t stream) {
 }
 
 // Calls f.template operator()<Kernel, Element>() for the instantiation that runs (chain, dtype).
-template <class F>
+template <Sm90Schedule kSchedule, class F>
 auto dispatch(Chain chain, DType dtype, F&& f) {
   auto by_chain = [&]<class Element>() {
     switch (chain) {
-      case Chain::Identity: return f.template operator()<IdentityKernel<Element>, Element>();
-      case Chain::BiasGelu: return f.template operator()<BiasGeluKernel<Element>, Element>();
-      case Chain::BiasGeluResidual: return f.template operator()<BiasGeluResidualKernel<Element>, Element>();
+      case Chain::Identity: return f.template operator()<IdentityKernel<Element, kSchedule>, Element>();
+      case Chain::BiasGelu: return f.template operator()<BiasGeluKernel<Element, kSchedule>, Element>();
+      case Chain::BiasGeluResidual:
+        return f.template operator()<BiasGeluResidualKernel<Element, kSchedule>, Element>();
     }
     throw Error(ErrorKind::Unsupported, "unknown Hopper epilogue chain");
   };
@@ -101,21 +101,15 @@ auto dispatch(Chain chain, DType dtype, F&& f) {
   }
 }
 
-}  // namespace
-
-std::optional<Chain> match_chain(const EpilogueSpec& spec) {
-  if (spec == EpilogueSpec{}) return Chain::Identity;
-  if (spec == EpilogueSpec{}.bias().gelu_tanh()) return Chain::BiasGelu;
-  if (spec == EpilogueSpec{}.bias().gelu_tanh().residual()) return Chain::BiasGeluResidual;
-  return std::nullopt;
-}
-
+template <Sm90Schedule kSchedule>
 std::size_t workspace_bytes(Chain chain, const Problem& p) {
-  return dispatch(chain, p.dtype, [&]<class K, class Element>() { return workspace_for<K, Element>(p); });
+  return dispatch<kSchedule>(chain, p.dtype,
+                             [&]<class K, class Element>() { return workspace_for<K, Element>(p); });
 }
 
+template <Sm90Schedule kSchedule>
 void run(Chain chain, const Problem& p, void* workspace, cudaStream_t stream) {
-  dispatch(chain, p.dtype, [&]<class K, class Element>() { launch<K, Element>(p, workspace, stream); });
+  dispatch<kSchedule>(chain, p.dtype, [&]<class K, class Element>() { launch<K, Element>(p, workspace, stream); });
 }
 
-}  // namespace fusekit::sm90
+}  // namespace fusekit::sm90::launch_detail
