@@ -42,5 +42,8 @@ int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladde
 
 void add_devices_command(CLI::App& app, Commands& commands);
 void add_bench_linear_command(CLI::App& bench, Commands& commands);
+void add_explain_command(CLI::App& app, Commands& commands);  // fusekit explain <case>
+void add_verify_command(CLI::App& app, Commands& commands);   // fusekit verify <ladder>
+void add_bench_norm_commands(CLI::App& bench, Commands& commands);
 
 }  // namespace fusekit::tools

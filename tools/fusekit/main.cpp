@@ -1,6 +1,8 @@
 // The fusekit command-line tool.
 //   fusekit devices                     the GPU, its SMs, memory and measured copy bandwidth
 //   fusekit bench <ladder> [options]    validate, then time, every rung of a ladder
+//   fusekit explain <case> [shape]      the seeds' arithmetic from the traffic model (no GPU)
+//   fusekit verify <ladder> [options]   hardware counters per kernel, judged against the model
 // On a machine without a GPU, GPU commands print what needs no GPU (the ladder's modelled FLOPs
 // and bytes) and then exit non-zero, saying why.
 #include <fmt/format.h>
@@ -17,6 +19,9 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "validate, then time, each rung of a ladder against its baseline");
   bench->require_subcommand(1);
   add_bench_linear_command(*bench, commands);
+  add_explain_command(app, commands);
+  add_verify_command(app, commands);
+  add_bench_norm_commands(*bench, commands);
 
   CLI11_PARSE(app, argc, argv);
   try {

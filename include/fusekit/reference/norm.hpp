@@ -8,11 +8,13 @@
 #include <span>
 #include <vector>
 
+#include "fusekit/norm.hpp"
 #include "fusekit/reference/host_matrix.hpp"
 
 namespace fusekit::reference {
 
-enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
+// NOTE: NormKind is fusekit::NormKind (fusekit/norm.hpp, declarations only), so a GPU test
+// passes the same value to the kernel and to its reference.
 
 struct NormForward {
   Matrix y;                  // [rows, n]
