@@ -1,0 +1,250 @@
+#include "bench/norm.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+
+#include "fusekit/buffer.hpp"
+#include "fusekit/eager_rows.hpp"
+#include "fusekit/error.hpp"
+#include "fusekit/norm.hpp"
+#include "fusekit/numerics.hpp"
+#include "fusekit/reference/norm.hpp"
+#include "fusekit/reference/softmax.hpp"
+#include "fusekit/softmax.hpp"
+#include "fusekit/transfer.hpp"
+
+namespace fusekit::bench {
+
+namespace {
+
+constexpr int kSampledRows = 16;
+constexpr std::int64_t kSweepFirst = 512, kSweepLast = 262144;
+constexpr float kEps = 1e-5f;
+
+struct RowOpState {
+  RowOpOptions o;
+  DeviceTensor x, r, w, b, h, t, s, y, mean, rstd, max, sum;
+  std::vector<std::int64_t> rows;  // checked rows
+  reference::Matrix expected;      // y of the checked rows
+  reference::Matrix expected_h;    // add_rmsnorm: h of the checked rows
+};
+
+TensorView row_view(const TensorView& t, std::int64_t row) {
+  auto* base = static_cast<char*>(t.data) + row * t.strides[0] * static_cast<std::int64_t>(t.element_size());
+  return TensorView::matrix(base, t.dtype, 1, t.shape[1], t.strides[0]);
+}
+
+reference::Matrix sampled(const TensorView& t, const std::vector<std::int64_t>& rows) {
+  reference::Matrix m(static_cast<std::int64_t>(rows.size()), t.shape[1]);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto v = download(row_view(t, rows[i]));
+    std::copy(v.begin(), v.end(), m.data.begin() + static_cast<std::ptrdiff_t>(i) * t.shape[1]);
+  }
+  return m;
+}
+
+Check check_sampled(const RowOpState& s, const TensorView& out, const reference::Matrix& expected, std::string what) {
+  Check c;
+  c.bound = tolerance(s.o.dtype);
+  c.nonfinite = count_nonfinite(out);
+  const auto got = sampled(out, s.rows);
+  double d = 0, r = 0;
+  for (std::size_t e = 0; e < got.data.size(); ++e) {
+    if (!std::isfinite(got.data[e])) continue;  // counted in nonfinite already
+    d += (got.data[e] - expected.data[e]) * (got.data[e] - expected.data[e]);
+    r += expected.data[e] * expected.data[e];
+  }
+  c.rel_err = std::sqrt(d / std::max(r, std::numeric_limits<double>::min()));
+  c.passed = c.nonfinite == 0 && c.rel_err <= c.bound;
+  c.what = std::move(what);
+  return c;
+}
+
+}  // namespace
+
+std::string_view row_op_name(RowOp op) {
+  switch (op) {
+    case RowOp::RmsNorm: return "rmsnorm";
+    case RowOp::LayerNorm: return "layernorm";
+    case RowOp::AddRmsNorm: return "add_rmsnorm";
+    case RowOp::Softmax: return "softmax";
+  }
+  return "?";
+}
+
+std::vector<std::int64_t> sweep_row_lengths() {
+  std::vector<std::int64_t> lengths;
+  for (std::int64_t n = kSweepFirst; n <= kSweepLast; n *= 2) lengths.push_back(n);
+  return lengths;
+}
+
+LadderRun make_row_op_ladder(const RowOpOptions& o) {
+  const auto [m, n] = std::pair{o.rows, o.cols};
+  require(m > 0 && n > 0, "shape (rows, cols)", "both positive", fmt::format("{}, {}", m, n));
+  require(o.dtype == DType::BF16 || o.dtype == DType::F16 || o.dtype == DType::F32, "dtype", "bf16, f16 or f32",
+          dtype_name(o.dtype));
+  const std::uint64_t seed =
+      o.seed ? o.seed : std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+
+  auto s = std::make_shared<RowOpState>();
+  s->o = o;
+  const DType dt = o.dtype;
+  s->x = DeviceTensor(dt, {m, n});
+  s->w = DeviceTensor(dt, {n});
+  s->b = DeviceTensor(dt, {n});
+  s->t = DeviceTensor(dt, {m, n});
+  s->y = DeviceTensor(dt, {m, n});
+  s->mean = DeviceTensor(DType::F32, {m});
+  s->rstd = DeviceTensor(DType::F32, {m});
+  fill_uniform(s->x, seed, -2.0f, 2.0f);
+  fill_uniform(s->w, seed + 1, 0.5f, 1.5f);
+  fill_uniform(s->b, seed + 2, -0.5f, 0.5f);
+  if (o.op == RowOp::AddRmsNorm) {
+    s->r = DeviceTensor(dt, {m, n});
+    s->h = DeviceTensor(dt, {m, n});
+    fill_uniform(s->r, seed + 3, -2.0f, 2.0f);
+  }
+  if (o.op == RowOp::Softmax) {
+    s->s = DeviceTensor(dt, {m, n});
+    s->max = DeviceTensor(DType::F32, {m});
+    s->sum = DeviceTensor(DType::F32, {m});
+  }
+
+  if (o.scope == CheckScope::AllRows || m <= kSampledRows) {
+    for (std::int64_t r = 0; r < m; ++r) s->rows.push_back(r);
+  } else {
+    std::mt19937_64 rng(seed);
+    s->rows = {0, m - 1};
+    while (static_cast<int>(s->rows.size()) < kSampledRows) s->rows.push_back(static_cast<std::int64_t>(rng() % m));
+    std::sort(s->rows.begin(), s->rows.end());
+    s->rows.erase(std::unique(s->rows.begin(), s->rows.end()), s->rows.end());
+  }
+  const auto hx = sampled(s->x, s->rows);
+  const auto hw = download(s->w), hb = download(s->b);
+  switch (o.op) {
+    case RowOp::RmsNorm:
+      s->expected = reference::norm_forward(NormKind::RmsNorm, hx, hw, {}, kEps).y;
+      break;
+    case RowOp::LayerNorm:
+      s->expected = reference::norm_forward(NormKind::LayerNorm, hx, hw, hb, kEps).y;
+      break;
+    case RowOp::AddRmsNorm: {
+      auto add = reference::add_norm_forward(NormKind::RmsNorm, hx, sampled(s->r, s->rows), hw, {}, kEps);
+      s->expected = std::move(add.norm.y);
+      s->expected_h = std::move(add.residual);
+      break;
+    }
+    case RowOp::Softmax: s->expected = reference::softmax_forward(hx); break;
+  }
+  const std::string what = s->rows.size() == static_cast<std::size_t>(m)
+                               ? "every row vs CPU double reference"
+                               : fmt::format("{} sampled rows vs CPU double reference (seed {})", s->rows.size(), seed);
+
+  LadderRun ladder;
+  ladder.ladder = std::string(row_op_name(o.op));
+  ladder.shape = fmt::format("{}x{}", m, n);
+  ladder.dtype = std::string(dtype_name(dt));
+  ladder.baseline = "unfused";
+  const double esz = static_cast<double>(dtype_size(dt));
+  const double elements = static_cast<double>(m) * static_cast<double>(n);
+  const double stat_bytes = static_cast<double>(m) * sizeof(float);
+  auto check_y = [s, what] {
+    Check c = check_sampled(*s, s->y, s->expected, what);
+    if (s->o.op == RowOp::AddRmsNorm && c.passed) {
+      const Check h = check_sampled(*s, s->h, s->expected_h, what);
+      if (!h.passed) c = h;
+    }
+    return c;
+  };
+  auto poison_all = [s](cudaStream_t st) {
+    poison(s->y, st);
+    poison(s->t, st);
+    if (s->h.data()) poison(s->h, st);
+    if (s->s.data()) poison(s->s, st);
+  };
+
+  switch (o.op) {
+    case RowOp::RmsNorm:
+    case RowOp::LayerNorm: {
+      const NormKind kind = o.op == RowOp::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm;
+      const bool ln = kind == NormKind::LayerNorm;
+      const double bytes = esz * (2 * elements + (ln ? 2 : 1) * n) + (ln ? 2 : 1) * stat_bytes;
+      ladder.rungs.push_back(Rung{
+          "unfused", "row statistics kernel, then normalize kernel, then affine kernel",
+          [s, kind, ln](cudaStream_t st) {
+            eager::row_moments(kind, s->x, ln ? s->mean.view() : TensorView{}, s->rstd, kEps, st);
+            eager::normalize(s->x, ln ? s->mean.view() : TensorView{}, s->rstd, s->t, st);
+            eager::affine(s->t, s->w, ln ? s->b.view() : TensorView{}, s->y, st);
+          },
+          poison_all, check_y, elements, bytes});
+      ladder.rungs.push_back(Rung{
+          "fused", "one kernel: row in registers, statistics, normalize, affine",
+          [s, kind, ln](cudaStream_t st) {
+            NormForwardArgs a;
+            a.kind = kind;
+            a.x = s->x;
+            a.weight = s->w;
+            if (ln) {
+              a.bias = s->b;
+              a.mean = s->mean;
+            }
+            a.rstd = s->rstd;
+            a.y = s->y;
+            a.eps = kEps;
+            norm_forward(a, st);
+          },
+          poison_all, check_y, elements, bytes});
+      break;
+    }
+    case RowOp::AddRmsNorm: {
+      const double bytes = esz * (4 * elements + n) + stat_bytes;
+      ladder.rungs.push_back(Rung{
+          "unfused", "add kernel, then row statistics, normalize and affine kernels",
+          [s](cudaStream_t st) {
+            eager::add(s->x, s->r, s->h, st);
+            eager::row_moments(NormKind::RmsNorm, s->h, {}, s->rstd, kEps, st);
+            eager::normalize(s->h, {}, s->rstd, s->t, st);
+            eager::affine(s->t, s->w, {}, s->y, st);
+          },
+          poison_all, check_y, elements, bytes});
+      ladder.rungs.push_back(Rung{"fused", "one kernel: residual add, row in registers, RMSNorm, affine",
+                                  [s](cudaStream_t st) {
+                                    AddNormForwardArgs a;
+                                    a.norm.kind = NormKind::RmsNorm;
+                                    a.norm.x = s->x;
+                                    a.norm.weight = s->w;
+                                    a.norm.rstd = s->rstd;
+                                    a.norm.y = s->y;
+                                    a.norm.eps = kEps;
+                                    a.residual = s->r;
+                                    a.residual_out = s->h;
+                                    add_norm_forward(a, st);
+                                  },
+                                  poison_all, check_y, elements, bytes});
+      break;
+    }
+    case RowOp::Softmax: {
+      const double bytes = esz * 2 * elements;
+      ladder.rungs.push_back(Rung{"unfused", "scale+mask kernel, row max kernel, exp-sum kernel, normalize kernel",
+                                  [s](cudaStream_t st) {
+                                    eager::scale_mask(s->x, 1.0f, Causal::No, s->s, st);
+                                    eager::row_max(s->s, s->max, st);
+                                    eager::row_exp_sum(s->s, s->max, s->sum, st);
+                                    eager::exp_normalize(s->s, s->max, s->sum, s->y, st);
+                                  },
+                                  poison_all, check_y, elements, bytes});
+      ladder.rungs.push_back(Rung{"fused", "one kernel: row in registers, online max and sum, normalize",
+                                  [s](cudaStream_t st) { softmax_forward({s->x, s->y}, st); }, poison_all, check_y,
+                                  elements, bytes});
+      break;
+    }
+  }
+  return ladder;
+}
+
+}  // namespace fusekit::bench

@@ -1,0 +1,161 @@
+#pragma once
+// Fused norm forward, one read of x and one write of y:
+//   y = (h − mean)·rstd·w + b,  h = x [+ residual],  rstd = 1/sqrt(mean((h − mean)²) + eps)
+// (RMSNorm: mean = 0). With an fp8 output, q = saturate(y / scale), scale per tensor (given) or
+// per row (amax(y)/448, written out).
+//
+// The row stays in registers (device/row/row_tile.cuh) from the load to the store, so the
+// statistics take two passes over registers, not over memory: the centred second pass keeps
+// the variance accurate when |mean| ≫ spread.
+#include <cstdint>
+#include <type_traits>
+
+#include "fusekit/device/row/row_reduce.cuh"
+#include "fusekit/device/row/row_tile.cuh"
+#include "fusekit/norm.hpp"
+
+namespace fusekit::device {
+
+// How an fp8 output is scaled (y ≈ q·scale, the dequantization scale an fp8 GEMM takes).
+enum class QuantScale : std::uint8_t {
+  None,       // the output has x's dtype
+  PerTensor,  // scale read from tensor_scale[0]
+  PerRow,     // scale = amax(y row)/448 written to row_scale[row]
+};
+
+inline constexpr float kE4m3Max = 448.0f;
+
+struct NormForwardParams {
+  RowAddress x, residual, residual_out, y;  // residual.data == nullptr: no residual add
+  const void* weight = nullptr;             // nullptr: w = 1
+  const void* bias = nullptr;               // nullptr: b = 0
+  float* mean = nullptr;                    // per row; nullptr: not saved
+  float* rstd = nullptr;
+  std::int64_t rows = 0, rows_per_batch = 1;
+  int n = 0, slice = 0, cluster = 1;
+  float eps = 0.0f;
+  NormKind kind = NormKind::RmsNorm;
+  Access access = Access::Scalar;
+  QuantScale quant = QuantScale::None;
+  const float* tensor_scale = nullptr;  // PerTensor
+  float* row_scale = nullptr;           // PerRow
+  float* amax = nullptr;                // optional: max |y| over the tensor (before scaling)
+};
+
+// y of chunk i (columns c … c + kElements): (h − mean)·rstd·w + b.
+template <class T, class Config>
+__device__ inline void affine_chunk(const RowTile<T, Config>& h, int i, int c, const NormForwardParams& p,
+                                    float mean, float rstd, float (&y)[RowTile<T, Config>::kElements]) {
+  constexpr int kE = RowTile<T, Config>::kElements;
+  Pack<T, kE> w, b;
+  if (p.weight) w = load_pack<T, kE, Cache::Keep>(static_cast<const T*>(p.weight), c, p.n, p.access);
+  if (p.bias) b = load_pack<T, kE, Cache::Keep>(static_cast<const T*>(p.bias), c, p.n, p.access);
+#pragma unroll
+  for (int e = 0; e < kE; ++e) {
+    const float scale = p.weight ? Element<T>::load(w.e[e]) : 1.0f;
+    const float shift = p.bias ? Element<T>::load(b.e[e]) : 0.0f;
+    y[e] = (h.value(i, e) - mean) * rstd * scale + shift;
+  }
+}
+
+// NOTE: non-negative floats order like their bit patterns, so an integer atomicMax is a float max.
+__device__ inline void atomic_max_nonnegative(float* address, float value) {
+  atomicMax(reinterpret_cast<int*>(address), __float_as_int(value));
+}
+
+// One row (or this CTA's slice of it) per thread group.
+template <class T, class Out, class Config>
+__device__ inline void norm_forward_row(const NormForwardParams& p) {
+  using Tile = RowTile<T, Config>;
+  constexpr int kE = Tile::kElements;
+  const auto at = RowPosition<Config>::of(p.cluster, p.slice);
+  // NOTE: only warp-per-row layouts have rows past the end, and they reduce within the warp.
+  if (at.row >= p.rows) return;
+
+  Tile h;
+  h.load(p.x.row<const T>(at.row, p.rows_per_batch), at.begin, p.n, at.t, p.access);
+  if (p.residual.data != nullptr) {
+    // NOTE: the residual is added chunk by chunk, so a second tile never occupies registers.
+    const T* residual = p.residual.row<const T>(at.row, p.rows_per_batch);
+    T* residual_out = p.residual_out.row<T>(at.row, p.rows_per_batch);
+#pragma unroll
+    for (int i = 0; i < Tile::kChunks; ++i) {
+      const int c = Tile::column(at.begin, i, at.t);
+      if (c >= p.n) continue;
+      const auto r = load_pack<T, kE, Cache::Stream>(residual, c, p.n, p.access);
+#pragma unroll
+      for (int e = 0; e < kE; ++e) h.set(i, e, h.value(i, e) + Element<T>::load(r.e[e]));
+      store_pack<T, kE>(residual_out, c, p.n, p.access, h.chunk[i]);
+    }
+  }
+
+  const float inv_n = 1.0f / static_cast<float>(p.n);
+  float mean = 0.0f;
+  if (p.kind == NormKind::LayerNorm) {
+    float sum = 0.0f;
+    h.for_each(at.begin, p.n, at.t, [&](float v, int) { sum += v; });
+    mean = row_allreduce<Config, 0>(sum, SumOp{}, p.cluster) * inv_n;
+  }
+  // NOTE: Σ(h − mean) rides along with Σ(h − mean)² in one reduction and corrects the first
+  // mean's rounding (|mean|·ε·log n, which would dominate when |mean| ≫ spread).
+  SumPair dev{0.0f, 0.0f};
+  h.for_each(at.begin, p.n, at.t, [&](float v, int) {
+    dev.first += v - mean;
+    dev.second += (v - mean) * (v - mean);
+  });
+  dev = row_allreduce<Config, 1>(dev, SumPairOp{}, p.cluster);
+  const float shift = p.kind == NormKind::LayerNorm ? dev.first * inv_n : 0.0f;
+  mean += shift;
+  const float rstd = rsqrtf(fmaxf(dev.second * inv_n - shift * shift, 0.0f) + p.eps);
+  if (at.leader()) {
+    if (p.mean) p.mean[at.row] = mean;
+    if (p.rstd) p.rstd[at.row] = rstd;
+  }
+
+  float inv_scale = 1.0f;
+  if constexpr (!std::is_same_v<Out, T>) {
+    if (p.quant == QuantScale::PerRow || p.amax != nullptr) {
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < Tile::kChunks; ++i) {
+        const int c = Tile::column(at.begin, i, at.t);
+        if (c >= p.n) continue;
+        float y[kE];
+        affine_chunk(h, i, c, p, mean, rstd, y);
+#pragma unroll
+        for (int e = 0; e < kE; ++e)
+          if (c + e < p.n) amax = fmaxf(amax, fabsf(y[e]));
+      }
+      amax = row_allreduce<Config, 2>(amax, MaxOp{}, p.cluster);
+      if (at.leader() && p.amax) atomic_max_nonnegative(p.amax, amax);
+      if (p.quant == QuantScale::PerRow) {
+        // NOTE: an all-zero row gets scale 1 (any scale represents it; 0 would not invert).
+        const float scale = amax > 0.0f ? amax / kE4m3Max : 1.0f;
+        inv_scale = 1.0f / scale;
+        if (at.leader()) p.row_scale[at.row] = scale;
+      }
+    }
+    if (p.quant == QuantScale::PerTensor) inv_scale = 1.0f / *p.tensor_scale;
+  }
+
+  Out* out = p.y.row<Out>(at.row, p.rows_per_batch);
+#pragma unroll
+  for (int i = 0; i < Tile::kChunks; ++i) {
+    const int c = Tile::column(at.begin, i, at.t);
+    if (c >= p.n) continue;
+    float y[kE];
+    affine_chunk(h, i, c, p, mean, rstd, y);
+    Pack<Out, kE> q;
+#pragma unroll
+    for (int e = 0; e < kE; ++e) q.e[e] = Element<Out>::store(y[e] * inv_scale);
+    store_pack<Out, kE>(out, c, p.n, p.access, q);
+  }
+  cluster_finish<Config>(p.cluster);
+}
+
+template <class T, class Out, class Config>
+__global__ void __launch_bounds__(Config::kBlockThreads, 1) norm_forward_kernel(const NormForwardParams p) {
+  if constexpr (layout_compiled<Config>()) norm_forward_row<T, Out, Config>(p);
+}
+
+}  // namespace fusekit::device

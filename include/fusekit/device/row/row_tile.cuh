@@ -1,0 +1,152 @@
+#pragma once
+// A row's slice held in registers by the threads of a row layout (device/row/row_config.hpp),
+// and row addressing of rank-2 [rows, n] and rank-3 [batch, rows, n] tensors.
+//
+// Chunk i of thread t starts at column begin + (i·kThreadsPerRow + t)·V (V elements per 16
+// bytes), so each load instruction of a warp covers 512 contiguous bytes, and all kChunks loads
+// of a thread are issued before the first is used.
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "fusekit/device/convert.cuh"
+#include "fusekit/device/pointwise/map2d.cuh"
+#include "fusekit/device/row/row_config.hpp"
+
+namespace fusekit::device {
+
+// Vector: every pointer and row stride of the launch is 16-byte aligned (and 16-byte aligned
+// chunks of a narrower output); Scalar: element-by-element access, any alignment.
+enum class Access : std::uint8_t { Vector, Scalar };
+
+// One tensor's rows: row r of batch b at data + b·batch_stride + r·row_stride (in elements).
+struct RowAddress {
+  void* data = nullptr;
+  std::int64_t row_stride = 0;
+  std::int64_t batch_stride = 0;
+
+  // NOTE: row indices fit 32 bits (the launcher checks), so the division is a 32-bit one
+  // instead of a call to the 64-bit division routine.
+  template <class T>
+  __device__ T* row(std::int64_t index, std::int64_t rows_per_batch) const {
+    const auto r = static_cast<std::uint32_t>(index);
+    const std::uint32_t batch = r / static_cast<std::uint32_t>(rows_per_batch);
+    const std::uint32_t within = r - batch * static_cast<std::uint32_t>(rows_per_batch);
+    return static_cast<T*>(data) + std::int64_t{batch} * batch_stride + std::int64_t{within} * row_stride;
+  }
+};
+
+// float <-> element, including the fp8 outputs of the quantizing norms.
+template <class T>
+struct Element {
+  __device__ static float load(T v) { return Float<T>::load(v); }
+  __device__ static T store(float v) { return Float<T>::store(v); }
+};
+template <>
+struct Element<__nv_fp8_e4m3> {
+  // NOTE: __nv_fp8_e4m3(float) saturates to ±448 (satfinite), as an fp8 GEMM input wants.
+  __device__ static float load(__nv_fp8_e4m3 v) { return float(v); }
+  __device__ static __nv_fp8_e4m3 store(float v) { return __nv_fp8_e4m3(v); }
+};
+
+template <int kBytes> struct WordOf;
+template <> struct WordOf<16> { using Type = uint4; };
+template <> struct WordOf<8> { using Type = uint2; };
+template <> struct WordOf<4> { using Type = unsigned int; };
+
+// kElements values of type T stored as one word (a 16-, 8- or 4-byte access).
+template <class T, int kElements>
+union Pack {
+  using Word = typename WordOf<kElements * sizeof(T)>::Type;
+  Word word;
+  T e[kElements];
+};
+
+enum class Cache : std::uint8_t {
+  Stream,  // read once: evict first (activations)
+  Keep,    // read by every row: keep in L1/L2 (weights)
+};
+
+// Loads the kElements values at columns [c, c + kElements) of `row`; columns >= n read as 0.
+template <class T, int kElements, Cache kCache>
+__device__ inline Pack<T, kElements> load_pack(const T* row, int c, int n, Access access) {
+  using P = Pack<T, kElements>;
+  P p;
+  if (access == Access::Vector && c + kElements <= n) {
+    const auto* w = reinterpret_cast<const typename P::Word*>(row + c);
+    if constexpr (kCache == Cache::Stream) p.word = __ldcs(w);
+    else p.word = __ldg(w);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kElements; ++e) p.e[e] = c + e < n ? row[c + e] : Element<T>::store(0.0f);
+  }
+  return p;
+}
+
+// Stores the columns of [c, c + kElements) that are < n.
+template <class T, int kElements>
+__device__ inline void store_pack(T* row, int c, int n, Access access, const Pack<T, kElements>& p) {
+  using P = Pack<T, kElements>;
+  if (access == Access::Vector && c + kElements <= n) {
+    __stcs(reinterpret_cast<typename P::Word*>(row + c), p.word);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kElements; ++e)
+      if (c + e < n) row[c + e] = p.e[e];
+  }
+}
+
+template <class T, class Config>
+struct RowTile {
+  static constexpr int kElements = kChunkBytes / sizeof(T);  // per chunk
+  static constexpr int kChunks = Config::kChunks;
+  using Chunk = Pack<T, kElements>;
+  Chunk chunk[kChunks];
+
+  // First column of chunk i held by thread t of a slice that starts at column `begin`.
+  __device__ static int column(int begin, int i, int t) {
+    return begin + (i * Config::kThreadsPerRow + t) * kElements;
+  }
+
+  __device__ void load(const T* row, int begin, int n, int t, Access access) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i)
+      chunk[i] = load_pack<T, kElements, Cache::Stream>(row, column(begin, i, t), n, access);
+  }
+
+  __device__ void store(T* row, int begin, int n, int t, Access access) const {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) store_pack<T, kElements>(row, column(begin, i, t), n, access, chunk[i]);
+  }
+
+  __device__ float value(int i, int e) const { return Element<T>::load(chunk[i].e[e]); }
+  __device__ void set(int i, int e, float v) { chunk[i].e[e] = Element<T>::store(v); }
+
+  // f(value, column) for every held element of a column < n.
+  template <class F>
+  __device__ void for_each(int begin, int n, int t, F&& f) const {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = column(begin, i, t);
+#pragma unroll
+      for (int e = 0; e < kElements; ++e)
+        if (c + e < n) f(value(i, e), c + e);
+    }
+  }
+
+  // Stores out[c + e] = f(i, e, c + e) for every held column < n, as Out elements, chunk by chunk.
+  template <class Out, class F>
+  __device__ void store_mapped(Out* row, int begin, int n, int t, Access access, F&& f) const {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = column(begin, i, t);
+      if (c >= n) continue;
+      Pack<Out, kElements> out;
+#pragma unroll
+      for (int e = 0; e < kElements; ++e) out.e[e] = Element<Out>::store(f(i, e, c + e));
+      store_pack<Out, kElements>(row, c, n, access, out);
+    }
+  }
+};
+
+}  // namespace fusekit::device

@@ -1,0 +1,76 @@
+#pragma once
+// Fused softmax forward, one read of x and one write of y:
+//   y = exp(s − max s) / Σ exp(s − max s),  s = scale·x, −∞ where masked
+// The row stays in registers (device/row/row_tile.cuh). Each thread folds its values into an
+// online (max, sum) pair, and the pairs meet in one reduction (device/row/row_reduce.cuh), so a
+// row costs one synchronisation. Exponentials are exp2 of log2(e)-scaled logits.
+#include <cmath>
+#include <cstdint>
+
+#include "fusekit/device/row/row_reduce.cuh"
+#include "fusekit/device/row/row_tile.cuh"
+#include "fusekit/reference/softmax.hpp"
+
+namespace fusekit::device {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+struct SoftmaxForwardParams {
+  RowAddress x, y;
+  std::int64_t rows = 0, rows_per_batch = 1;
+  int n = 0, slice = 0, cluster = 1;
+  float scale_log2 = kLog2e;  // scale·log2(e)
+  reference::Causal causal = reference::Causal::No;
+  Access access = Access::Scalar;
+};
+
+// The log2-domain logit of x at column c: −∞ for a −∞ input (whatever the sign of the scale) and
+// for columns at or past `visible_end`.
+__device__ inline float logit2(float x, int c, int visible_end, float scale_log2) {
+  return c >= visible_end || x == -INFINITY ? -INFINITY : x * scale_log2;
+}
+
+// One row (or this CTA's slice of it) per thread group.
+template <class T, class Config>
+__device__ inline void softmax_forward_row(const SoftmaxForwardParams& p) {
+  using Tile = RowTile<T, Config>;
+  const auto at = RowPosition<Config>::of(p.cluster, p.slice);
+  // NOTE: only warp-per-row layouts have rows past the end, and they reduce within the warp.
+  if (at.row >= p.rows) return;
+
+  Tile x;
+  x.load(p.x.row<const T>(at.row, p.rows_per_batch), at.begin, p.n, at.t, p.access);
+
+  // Bottom-right causal alignment: row i of a batch sees columns j <= i + (n − rows_per_batch).
+  int visible_end = p.n;
+  if (p.causal == reference::Causal::Yes) {
+    const auto i = static_cast<std::int64_t>(static_cast<std::uint32_t>(at.row) %
+                                             static_cast<std::uint32_t>(p.rows_per_batch));
+    const std::int64_t end = i + 1 + (p.n - p.rows_per_batch);
+    visible_end = static_cast<int>(end < 0 ? 0 : (end > p.n ? p.n : end));
+  }
+
+  MaxSum part{-INFINITY, 0.0f};
+  x.for_each(at.begin, p.n, at.t,
+             [&](float v, int c) { part.max = fmaxf(part.max, logit2(v, c, visible_end, p.scale_log2)); });
+  if (part.max != -INFINITY)
+    x.for_each(at.begin, p.n, at.t,
+               [&](float v, int c) { part.sum += exp2f(logit2(v, c, visible_end, p.scale_log2) - part.max); });
+  const MaxSum total = row_allreduce<Config, 0>(part, MaxSumOp{}, p.cluster);
+
+  // NOTE: a fully masked row has no distribution; it is written as zeros.
+  const bool empty = total.max == -INFINITY;
+  const float inv_sum = empty ? 0.0f : 1.0f / total.sum;
+  const float max = empty ? 0.0f : total.max;
+  x.store_mapped(p.y.row<T>(at.row, p.rows_per_batch), at.begin, p.n, at.t, p.access, [&](int i, int e, int c) {
+    return exp2f(logit2(x.value(i, e), c, visible_end, p.scale_log2) - max) * inv_sum;
+  });
+  cluster_finish<Config>(p.cluster);
+}
+
+template <class T, class Config>
+__global__ void __launch_bounds__(Config::kBlockThreads, 1) softmax_forward_kernel(const SoftmaxForwardParams p) {
+  if constexpr (layout_compiled<Config>()) softmax_forward_row<T, Config>(p);
+}
+
+}  // namespace fusekit::device

@@ -1,0 +1,45 @@
+#pragma once
+// Fused LayerNorm and RMSNorm forward over the last dimension (plain, and after a residual add;
+// fp8-quantizing in fusekit/norm_quantize.hpp). Each reads its inputs once and writes its
+// outputs once.
+//   LayerNorm: y = (x − mean)·rstd·w + b,  rstd = 1/sqrt(mean((x − mean)²) + eps)
+//   RMSNorm:   y = x·rstd·w + b,           rstd = 1/sqrt(mean(x²) + eps)
+// Tensors are [rows, n] or [batch, rows, n] with unit innermost stride and any row (and batch)
+// stride; x, y, residuals, weight and bias share one dtype (f32, f16 or bf16); math is f32. Row
+// lengths 1 … 262144 (f16/bf16) or 131072 (f32) on sm_90 (thread-block clusters split long
+// rows), 16384 / 8192 on sm_80. Every argument is validated before any launch; errors name the
+// argument, the expected and the actual value.
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "fusekit/tensor.hpp"
+
+namespace fusekit {
+
+enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
+
+struct NormForwardArgs {
+  NormKind kind = NormKind::RmsNorm;
+  TensorView x;       // [rows, n] or [batch, rows, n]
+  TensorView weight;  // [n], x's dtype; empty: w = 1
+  TensorView bias;    // [n], x's dtype; empty: b = 0
+  TensorView y;       // x's shape and dtype (may alias x)
+  TensorView mean;    // f32, one per row (shape [rows] or [batch, rows], packed); empty: not saved
+  TensorView rstd;    // f32, one per row; empty: not saved (LayerNorm: mean and rstd, or neither)
+  float eps = 1e-5f;
+};
+
+// y = norm(x)·w + b; saves mean (LayerNorm) and rstd for the backward when given.
+void norm_forward(const NormForwardArgs& args, cudaStream_t stream = nullptr);
+
+// The pre-norm transformer block's entry: h = x + residual; residual_out = h; y = norm(h)·w + b.
+// residual_out may alias residual or x (in place); norm.y must not alias residual_out.
+struct AddNormForwardArgs {
+  NormForwardArgs norm;     // norm.x is the sublayer output added to the residual stream
+  TensorView residual;      // x's shape and dtype
+  TensorView residual_out;  // x's shape and dtype: h, rounded to the dtype; y is norm(h) of it
+};
+void add_norm_forward(const AddNormForwardArgs& args, cudaStream_t stream = nullptr);
+
+}  // namespace fusekit

@@ -1,0 +1,213 @@
+// Launchers of the eager row ops (fusekit/eager_rows.hpp): the norm and softmax baselines,
+// one simple kernel per op.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "../row/row_launch.cuh"
+#include "fusekit/device/row/eager.cuh"
+#include "fusekit/eager_rows.hpp"
+
+namespace fusekit::eager {
+
+namespace {
+
+using device::EagerMatrix;
+using device::EagerRowStats;
+using device::SumPair;
+
+constexpr int kBlocksPerSm = 8;  // enough resident warps to keep every SM's loads in flight
+
+void check_matrix(std::string_view arg, const TensorView& t, const TensorView& like) {
+  check::device_tensor(arg, t);
+  check::rank(arg, t, 2);
+  check::dtype(arg, t, {DType::F32, DType::F16, DType::BF16});
+  check::same_shape(arg, t, "x", like);
+  require(t.dtype == like.dtype, rows::join(arg, " dtype"), dtype_name(like.dtype), dtype_name(t.dtype));
+}
+
+void check_stats(std::string_view arg, const TensorView& t, const TensorView& like) {
+  if (t.empty()) return;
+  check::device_tensor(arg, t);
+  rows::check_row_stats(arg, t, like.shape[0]);
+}
+
+template <class T>
+EagerMatrix<const T> in(const TensorView& t) {
+  return {static_cast<const T*>(t.data), t.empty() ? 0 : t.strides[0]};
+}
+template <class T>
+EagerMatrix<T> out(const TensorView& t) {
+  return {static_cast<T*>(t.data), t.strides[0]};
+}
+const float* stat(const TensorView& t) { return static_cast<const float*>(t.data); }
+
+int grid_for(std::int64_t work) {
+  static const int sm_count = current_device_info().sm_count;
+  return static_cast<int>(std::max<std::int64_t>(
+      1, std::min<std::int64_t>(std::int64_t{sm_count} * kBlocksPerSm,
+                                (work + device::kEagerThreads - 1) / device::kEagerThreads)));
+}
+
+// Runs f(T{}) with T the element type of `dtype`.
+template <class F>
+void by_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::F32: return f(float{});
+    case DType::F16: return f(__half{});
+    case DType::BF16: return f(__nv_bfloat16{});
+    default: throw_invalid("x dtype", "f32, f16 or bf16", dtype_name(dtype));
+  }
+}
+
+template <class Op>
+void map(const TensorView& a, const TensorView& b, const TensorView& s0, const TensorView& s1, const TensorView& c0,
+         const TensorView& c1, const TensorView& y, cudaStream_t stream, Op op) {
+  const std::int64_t rows = a.shape[0], n = a.shape[1];
+  if (rows == 0 || n == 0) return;
+  by_dtype(a.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    device::eager_map_kernel<T, Op><<<grid_for(rows * n), device::kEagerThreads, 0, stream>>>(
+        in<T>(a), in<T>(b), EagerRowStats{stat(s0), stat(s1)}, static_cast<const T*>(c0.data),
+        static_cast<const T*>(c1.data), out<T>(y), rows, n, op);
+    check_launch("eager_map_kernel");
+  });
+}
+
+template <class Fold, class Combine, class Finish>
+void reduce(const TensorView& x, const TensorView& s, const TensorView& first, const TensorView& second,
+            cudaStream_t stream, Fold fold, Combine, Finish finish) {
+  const std::int64_t rows = x.shape[0], n = x.shape[1];
+  if (rows == 0) return;
+  by_dtype(x.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    device::eager_row_reduce_kernel<T, Fold, Combine, Finish>
+        <<<static_cast<unsigned>(rows), device::kEagerThreads, 0, stream>>>(
+            in<T>(x), EagerRowStats{stat(s), nullptr}, static_cast<float*>(first.data),
+            static_cast<float*>(second.data), n, fold, finish);
+    check_launch("eager_row_reduce_kernel");
+  });
+}
+
+struct SumSquares {
+  __device__ SumPair identity() const { return {0.0f, 0.0f}; }
+  __device__ SumPair operator()(SumPair a, float x, float) const { return {a.first + x, a.second + x * x}; }
+};
+// (mean, rstd) of a row from (Σx, Σx²); RMSNorm puts rstd first (it has no mean to write).
+struct Moments {
+  NormKind kind;
+  float eps;
+  __device__ SumPair operator()(SumPair s, float n) const {
+    const float mean = kind == NormKind::LayerNorm ? s.first / n : 0.0f;
+    const float rstd = rsqrtf(fmaxf(s.second / n - mean * mean, 0.0f) + eps);
+    return kind == NormKind::LayerNorm ? SumPair{mean, rstd} : SumPair{rstd, 0.0f};
+  }
+};
+struct Normalize {
+  __device__ float operator()(float a, float, float m, float r, float, float) const { return (a - m) * r; }
+};
+struct Affine {
+  __device__ float operator()(float a, float, float, float, float w, float b) const { return a * w + b; }
+};
+struct Add {
+  __device__ float operator()(float a, float b, float, float, float, float) const { return a + b; }
+};
+struct ExpNormalize {
+  __device__ float operator()(float v, float, float m, float l, float, float) const {
+    return m == -INFINITY ? 0.0f : expf(v - m) / l;
+  }
+};
+struct MaxFold {
+  __device__ SumPair identity() const { return {-INFINITY, -INFINITY}; }
+  __device__ SumPair operator()(SumPair a, float x, float) const { return {fmaxf(a.first, x), a.second}; }
+};
+struct ExpSumFold {
+  __device__ SumPair identity() const { return {0.0f, 0.0f}; }
+  __device__ SumPair operator()(SumPair a, float x, float max) const {
+    return {a.first + (max == -INFINITY ? 0.0f : expf(x - max)), a.second};
+  }
+};
+struct Identity {
+  __device__ SumPair operator()(SumPair s, float) const { return s; }
+};
+
+}  // namespace
+
+void row_moments(NormKind kind, const TensorView& x, const TensorView& mean, const TensorView& rstd, float eps,
+                 cudaStream_t stream) {
+  check_matrix("x", x, x);
+  check_stats("mean", mean, x);
+  check_stats("rstd", rstd, x);
+  require(!rstd.empty(), "rstd", "a tensor", "empty");
+  require(kind == NormKind::LayerNorm || mean.empty(), "mean", "empty for RMSNorm", mean.describe());
+  if (kind == NormKind::LayerNorm)
+    reduce(x, {}, mean, rstd, stream, SumSquares{}, device::SumPairOp{}, Moments{kind, eps});
+  else
+    reduce(x, {}, rstd, {}, stream, SumSquares{}, device::SumPairOp{}, Moments{kind, eps});
+}
+
+void normalize(const TensorView& x, const TensorView& mean, const TensorView& rstd, const TensorView& y,
+               cudaStream_t stream) {
+  check_matrix("x", x, x);
+  check_matrix("y", y, x);
+  check_stats("mean", mean, x);
+  check_stats("rstd", rstd, x);
+  map(x, {}, mean, rstd, {}, {}, y, stream, Normalize{});
+}
+
+void affine(const TensorView& x, const TensorView& weight, const TensorView& bias, const TensorView& y,
+            cudaStream_t stream) {
+  check_matrix("x", x, x);
+  check_matrix("y", y, x);
+  rows::check_column_vector("weight", weight, x.shape[1], x.dtype);
+  rows::check_column_vector("bias", bias, x.shape[1], x.dtype);
+  map(x, {}, {}, {}, weight, bias, y, stream, Affine{});
+}
+
+void add(const TensorView& x, const TensorView& r, const TensorView& y, cudaStream_t stream) {
+  check_matrix("x", x, x);
+  check_matrix("r", r, x);
+  check_matrix("y", y, x);
+  map(x, r, {}, {}, {}, {}, y, stream, Add{});
+}
+
+void scale_mask(const TensorView& x, float scale, Causal causal, const TensorView& s, cudaStream_t stream) {
+  check_matrix("x", x, x);
+  check_matrix("s", s, x);
+  const std::int64_t rows = x.shape[0], n = x.shape[1];
+  if (rows == 0 || n == 0) return;
+  by_dtype(x.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    // NOTE: the row index is not an argument of the map op, so the mask is its own kernel here,
+    // as a masked_fill is in eager execution.
+    device::eager_causal_scale_kernel<T><<<grid_for(rows * n), device::kEagerThreads, 0, stream>>>(
+        in<T>(x), out<T>(s), rows, n, scale, causal);
+    check_launch("eager_causal_scale_kernel");
+  });
+}
+
+void row_max(const TensorView& s, const TensorView& max, cudaStream_t stream) {
+  check_matrix("s", s, s);
+  check_stats("max", max, s);
+  reduce(s, {}, max, {}, stream, MaxFold{}, device::MaxPairOp{}, Identity{});
+}
+
+void row_exp_sum(const TensorView& s, const TensorView& max, const TensorView& sum, cudaStream_t stream) {
+  check_matrix("s", s, s);
+  check_stats("max", max, s);
+  check_stats("sum", sum, s);
+  reduce(s, max, sum, {}, stream, ExpSumFold{}, device::SumPairOp{}, Identity{});
+}
+
+void exp_normalize(const TensorView& s, const TensorView& max, const TensorView& sum, const TensorView& y,
+                   cudaStream_t stream) {
+  check_matrix("s", s, s);
+  check_matrix("y", y, s);
+  check_stats("max", max, s);
+  check_stats("sum", sum, s);
+  map(s, {}, max, sum, {}, {}, y, stream, ExpNormalize{});
+}
+
+}  // namespace fusekit::eager

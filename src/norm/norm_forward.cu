@@ -1,0 +1,138 @@
+// Launchers of the fused norm forward kernels (fusekit/norm.hpp): validation, layout choice,
+// dtype and layout dispatch.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+
+#include "../row/row_launch.cuh"
+#include "fusekit/device/norm/norm_forward.cuh"
+#include "fusekit/norm.hpp"
+#include "fusekit/norm_quantize.hpp"
+
+namespace fusekit {
+
+namespace {
+
+using device::NormForwardParams;
+using device::QuantScale;
+using Configs = device::OneTensorConfigs;
+
+constexpr std::initializer_list<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16};
+
+// Everything a norm forward launch reads or writes; residual and quantization optional.
+struct NormForwardJob {
+  const NormForwardArgs& norm;
+  const TensorView* residual = nullptr;
+  const TensorView* residual_out = nullptr;
+  QuantScale quant = QuantScale::None;
+  const TensorView* scale = nullptr;  // PerTensor: [1] input; PerRow: [rows] output
+  const TensorView* amax = nullptr;   // optional [1] output
+};
+
+rows::RowShape validate(const NormForwardJob& job) {
+  const NormForwardArgs& a = job.norm;
+  const rows::RowShape shape = rows::check_rows("x", a.x, kFloatTypes);
+  const DType out_type = job.quant == QuantScale::None ? a.x.dtype : DType::E4M3;
+  rows::check_like("y", a.y, "x", a.x, out_type);
+  rows::check_column_vector("weight", a.weight, shape.n, a.x.dtype);
+  rows::check_column_vector("bias", a.bias, shape.n, a.x.dtype);
+  rows::check_row_stats("mean", a.mean, shape.rows);
+  rows::check_row_stats("rstd", a.rstd, shape.rows);
+  require(a.kind == NormKind::LayerNorm || a.mean.empty(), "mean", "empty for RMSNorm (it has no mean)",
+          a.mean.describe());
+  require(std::isfinite(a.eps) && a.eps >= 0.0f, "eps", "finite and >= 0", a.eps);
+  if (job.residual) {
+    rows::check_like("residual", *job.residual, "x", a.x, a.x.dtype);
+    rows::check_like("residual_out", *job.residual_out, "x", a.x, a.x.dtype);
+    require(a.y.data != job.residual_out->data, "y", "a buffer other than residual_out", "the same pointer");
+  }
+  if (job.quant == QuantScale::PerTensor) {
+    check::structure("scale", *job.scale);
+    check::dtype("scale", *job.scale, {DType::F32});
+    require(job.scale->numel() == 1, "scale elements", 1, job.scale->numel());
+  }
+  if (job.quant == QuantScale::PerRow) rows::check_row_stats("scale", *job.scale, shape.rows);
+  if (job.amax && !job.amax->empty()) {
+    check::structure("amax", *job.amax);
+    check::dtype("amax", *job.amax, {DType::F32});
+    require(job.amax->numel() == 1, "amax elements", 1, job.amax->numel());
+  }
+  const TensorView none;
+  rows::check_on_device({{"x", &a.x}, {"y", &a.y}, {"weight", &a.weight}, {"bias", &a.bias}, {"mean", &a.mean},
+                         {"rstd", &a.rstd}, {"residual", job.residual ? job.residual : &none},
+                         {"residual_out", job.residual_out ? job.residual_out : &none},
+                         {"scale", job.scale ? job.scale : &none}, {"amax", job.amax ? job.amax : &none}});
+  return shape;
+}
+
+template <class T, class Out>
+void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t stream) {
+  const NormForwardArgs& a = job.norm;
+  const device::RowPlan plan = rows::plan<Configs>("x", shape.n, a.x.dtype);
+  const TensorView none;
+  const TensorView& residual = job.residual ? *job.residual : none;
+  const TensorView& residual_out = job.residual_out ? *job.residual_out : none;
+  constexpr int kChunkElements = device::kChunkBytes / sizeof(T);
+
+  NormForwardParams p;
+  p.x = rows::address(a.x);
+  p.residual = rows::address(residual);
+  p.residual_out = rows::address(residual_out);
+  p.y = rows::address(a.y);
+  p.weight = a.weight.data;
+  p.bias = a.bias.data;
+  p.mean = static_cast<float*>(a.mean.data);
+  p.rstd = static_cast<float*>(a.rstd.data);
+  p.rows = shape.rows;
+  p.rows_per_batch = shape.rows_per_batch;
+  p.n = static_cast<int>(shape.n);
+  p.slice = plan.slice;
+  p.cluster = plan.cluster;
+  p.eps = a.eps;
+  p.kind = a.kind;
+  p.access = rows::access_for(kChunkElements, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
+  p.quant = job.quant;
+  if (job.quant == QuantScale::PerTensor) p.tensor_scale = static_cast<const float*>(job.scale->data);
+  if (job.quant == QuantScale::PerRow) p.row_scale = static_cast<float*>(job.scale->data);
+  if (job.amax) p.amax = static_cast<float*>(job.amax->data);
+  rows::with_config(Configs{}, plan.config, [&](auto config) {
+    using Config = decltype(config);
+    rows::launch<Config>(device::norm_forward_kernel<T, Out, Config>, plan, shape.rows, p, stream,
+                         "norm_forward_kernel");
+  });
+}
+
+void run(const NormForwardJob& job, cudaStream_t stream) {
+  const rows::RowShape shape = validate(job);
+  if (shape.rows == 0) return;
+  const bool fp8 = job.quant != QuantScale::None;
+  switch (job.norm.x.dtype) {
+    case DType::F32:
+      return fp8 ? launch<float, __nv_fp8_e4m3>(job, shape, stream) : launch<float, float>(job, shape, stream);
+    case DType::F16:
+      return fp8 ? launch<__half, __nv_fp8_e4m3>(job, shape, stream) : launch<__half, __half>(job, shape, stream);
+    case DType::BF16:
+      return fp8 ? launch<__nv_bfloat16, __nv_fp8_e4m3>(job, shape, stream)
+                 : launch<__nv_bfloat16, __nv_bfloat16>(job, shape, stream);
+    default: throw_invalid("x dtype", "f32, f16 or bf16", dtype_name(job.norm.x.dtype));
+  }
+}
+
+}  // namespace
+
+void norm_forward(const NormForwardArgs& args, cudaStream_t stream) { run({args}, stream); }
+
+void add_norm_forward(const AddNormForwardArgs& args, cudaStream_t stream) {
+  run({args.norm, &args.residual, &args.residual_out}, stream);
+}
+
+void norm_quantize_forward(const NormQuantizeArgs& args, cudaStream_t stream) {
+  require(args.scale_mode == Fp8ScaleMode::PerTensor || args.scale_mode == Fp8ScaleMode::PerRow, "scale_mode",
+          "PerTensor or PerRow", static_cast<int>(args.scale_mode));
+  const QuantScale quant = args.scale_mode == Fp8ScaleMode::PerTensor ? QuantScale::PerTensor : QuantScale::PerRow;
+  run({args.norm, nullptr, nullptr, quant, &args.scale, &args.amax}, stream);
+}
+
+}  // namespace fusekit

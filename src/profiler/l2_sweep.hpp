@@ -1,0 +1,19 @@
+#pragma once
+// The L2 sweep that empties the cache between measured kernels (see verify.hpp, Flush).
+// Private to src/profiler. No fmt here: included by a .cu file.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace fusekit::verify::detail {
+
+// The sweep kernel's name as CUPTI reports it (extern "C": not mangled).
+inline constexpr const char* kL2SweepKernel = "fusekit_l2_sweep";
+
+// Reads `bytes` (a multiple of 16) of the zero-filled `buffer` once, through L2, on `stream`;
+// writes nothing (`sink` only ever receives a value the zeros cannot produce). Returns the
+// launch status rather than throwing: it is called from inside a CUPTI callback.
+cudaError_t launch_l2_sweep(const void* buffer, std::size_t bytes, unsigned int* sink, int blocks,
+                            cudaStream_t stream);
+
+}  // namespace fusekit::verify::detail

@@ -1,0 +1,157 @@
+#pragma once
+// Host side of the row kernels (norms, softmax): argument checks they share, the row layout of a
+// tensor, the vector-or-scalar access decision, and the launch (with a cluster when a row is
+// split over CTAs). Included by src/norm/*.cu and src/softmax/*.cu only.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "fusekit/device/row/row_config.hpp"
+#include "fusekit/device/row/row_tile.cuh"
+#include "fusekit/error.hpp"
+#include "fusekit/runtime.hpp"
+#include "fusekit/tensor.hpp"
+
+namespace fusekit::rows {
+
+inline constexpr int kClusterMinMajor = 9;  // thread-block clusters need sm_90
+inline constexpr std::int64_t kMaxRows = UINT32_MAX;  // row indices are 32-bit in the kernels
+
+// [rows, n] or [batch, rows, n], with its rows flattened.
+struct RowShape {
+  std::int64_t rows = 0;            // all rows, batches flattened
+  std::int64_t rows_per_batch = 1;  // rows of one batch (rank 2: all of them)
+  std::int64_t n = 0;               // row length
+};
+
+inline std::string join(std::string_view a, std::string_view b) {
+  std::string s(a);
+  return s.append(b);
+}
+
+// The structure of a row tensor (no device access): non-null, rank 2 or 3, unit inner stride,
+// a float dtype of `allowed`.
+inline RowShape check_rows(std::string_view arg, const TensorView& t, std::initializer_list<DType> allowed) {
+  check::structure(arg, t);
+  require(t.rank == 2 || t.rank == 3, join(arg, " rank"), "2 ([rows, n]) or 3 ([batch, rows, n])", t.rank);
+  check::dtype(arg, t, allowed);
+  RowShape s;
+  s.n = t.shape[t.rank - 1];
+  s.rows_per_batch = t.shape[t.rank - 2];
+  s.rows = t.rank == 3 ? t.shape[0] * s.rows_per_batch : s.rows_per_batch;
+  require(s.n >= 1, join(arg, " row length"), ">= 1", s.n);
+  require(s.rows <= kMaxRows, join(arg, " rows"), "at most 2^32 - 1", s.rows);
+  return s;
+}
+
+// A tensor like `like` in shape, in `dtype`.
+inline void check_like(std::string_view arg, const TensorView& t, std::string_view like_arg, const TensorView& like,
+                       DType dtype) {
+  check::structure(arg, t);
+  check::same_shape(arg, t, like_arg, like);
+  require(t.dtype == dtype, join(arg, " dtype"), dtype_name(dtype), dtype_name(t.dtype));
+}
+
+// An optional per-column vector [n] of `dtype`.
+inline void check_column_vector(std::string_view arg, const TensorView& t, std::int64_t n, DType dtype) {
+  if (t.empty()) return;
+  check::structure(arg, t);
+  check::shape(arg, t, {n});
+  require(t.dtype == dtype, join(arg, " dtype"), dtype_name(dtype), dtype_name(t.dtype));
+}
+
+// An optional per-row f32 vector, packed, `rows` elements.
+inline void check_row_stats(std::string_view arg, const TensorView& t, std::int64_t rows) {
+  if (t.empty()) return;
+  check::structure(arg, t);
+  check::dtype(arg, t, {DType::F32});
+  require(t.numel() == rows, join(arg, " elements"), rows, t.numel());
+  require(t.is_contiguous(), join(arg, " layout"), "packed", t.describe());
+}
+
+inline void check_on_device(std::initializer_list<std::pair<std::string_view, const TensorView*>> tensors) {
+  for (const auto& [arg, t] : tensors)
+    if (!t->empty()) check::on_current_device(arg, *t);
+}
+
+inline device::RowAddress address(const TensorView& t) {
+  if (t.empty()) return {};
+  return {t.data, t.strides[t.rank - 2], t.rank == 3 ? t.strides[0] : 0};
+}
+
+// Whether a tensor allows `bytes`-wide accesses at every row start.
+inline bool vector_aligned(const TensorView& t, std::size_t bytes) {
+  if (t.empty()) return true;
+  if (reinterpret_cast<std::uintptr_t>(t.data) % bytes != 0) return false;
+  for (int d = 0; d + 1 < t.rank; ++d)
+    if ((static_cast<std::size_t>(t.strides[d]) * t.element_size()) % bytes != 0) return false;
+  return true;
+}
+
+// Vector when every tensor is aligned to its chunk (kChunkBytes of the compute dtype's elements).
+inline device::Access access_for(int chunk_elements, std::initializer_list<const TensorView*> tensors) {
+  for (const TensorView* t : tensors)
+    if (!vector_aligned(*t, static_cast<std::size_t>(chunk_elements) * t->element_size()))
+      return device::Access::Scalar;
+  return device::Access::Vector;
+}
+
+inline int max_cluster_ctas() {
+  const DeviceInfo info = current_device_info();
+  return info.cc_major >= kClusterMinMajor ? device::kMaxClusterCtas : 1;
+}
+
+// The layout of rows of `n` elements of `dtype` from `List`, or an Unsupported error.
+template <class List>
+device::RowPlan plan(std::string_view arg, std::int64_t n, DType dtype) {
+  const int max_cluster = max_cluster_ctas();
+  const auto element = static_cast<int>(dtype_size(dtype));
+  const device::RowPlan p = device::plan_rows<List>(n, element, max_cluster);
+  if (p.config < 0)
+    throw Error(ErrorKind::Unsupported,
+                join(arg, ": row length expected <= " +
+                              std::to_string(device::max_row_length<List>(element, max_cluster)) + " for " +
+                              std::string(dtype_name(dtype)) + " on this GPU" +
+                              (max_cluster == 1 ? " (no thread-block clusters before sm_90)" : "") +
+                              ", got " + std::to_string(n)));
+  return p;
+}
+
+// Calls f(Config{}) for the config at `index` of the list.
+template <template <class...> class ListTemplate, class... Configs, class F>
+void with_config(ListTemplate<Configs...>, int index, F&& f) {
+  int i = 0;
+  ((i++ == index ? (f(Configs{}), 0) : 0), ...);
+}
+
+// Launches kernel<<<row groups × cluster, Config::kBlockThreads>>>(params), as clusters of
+// `plan.cluster` CTAs when a row is split.
+template <class Config, class Params>
+void launch(void (*kernel)(Params), const device::RowPlan& plan, std::int64_t rows, const Params& params,
+            cudaStream_t stream, std::string_view name) {
+  const std::int64_t groups = (rows + Config::kRowsPerBlock - 1) / Config::kRowsPerBlock;
+  const std::int64_t ctas = groups * plan.cluster;
+  require(ctas <= INT_MAX, join(name, " rows"), "at most " + std::to_string(INT_MAX / plan.cluster) + " CTAs' worth",
+          rows);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(Config::kBlockThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  if (plan.cluster > 1) {
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(plan.cluster);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  check_cuda(cudaLaunchKernelEx(&config, kernel, params), std::string(name));
+  check_launch(name);
+}
+
+}  // namespace fusekit::rows

@@ -1,0 +1,56 @@
+// Launcher of the fused softmax forward (fusekit/softmax.hpp): validation, layout choice, dtype
+// and layout dispatch.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "../row/row_launch.cuh"
+#include "fusekit/device/softmax/softmax_forward.cuh"
+#include "fusekit/softmax.hpp"
+
+namespace fusekit {
+
+namespace {
+
+using Configs = device::SoftmaxForwardConfigs;
+
+template <class T>
+void launch(const SoftmaxForwardArgs& a, const rows::RowShape& shape, cudaStream_t stream) {
+  const device::RowPlan plan = rows::plan<Configs>("x", shape.n, a.x.dtype);
+  device::SoftmaxForwardParams p;
+  p.x = rows::address(a.x);
+  p.y = rows::address(a.y);
+  p.rows = shape.rows;
+  p.rows_per_batch = shape.rows_per_batch;
+  p.n = static_cast<int>(shape.n);
+  p.slice = plan.slice;
+  p.cluster = plan.cluster;
+  p.scale_log2 = a.scale * device::kLog2e;
+  p.causal = a.causal;
+  p.access = rows::access_for(device::kChunkBytes / sizeof(T), {&a.x, &a.y});
+  rows::with_config(Configs{}, plan.config, [&](auto config) {
+    using Config = decltype(config);
+    rows::launch<Config>(device::softmax_forward_kernel<T, Config>, plan, shape.rows, p, stream,
+                         "softmax_forward_kernel");
+  });
+}
+
+}  // namespace
+
+void softmax_forward(const SoftmaxForwardArgs& a, cudaStream_t stream) {
+  const rows::RowShape shape = rows::check_rows("x", a.x, {DType::F32, DType::F16, DType::BF16});
+  rows::check_like("y", a.y, "x", a.x, a.x.dtype);
+  require(std::isfinite(a.scale), "scale", "finite", a.scale);
+  require(a.causal == Causal::No || a.causal == Causal::Yes, "causal", "No or Yes", static_cast<int>(a.causal));
+  rows::check_on_device({{"x", &a.x}, {"y", &a.y}});
+  if (shape.rows == 0) return;
+  switch (a.x.dtype) {
+    case DType::F32: return launch<float>(a, shape, stream);
+    case DType::F16: return launch<__half>(a, shape, stream);
+    case DType::BF16: return launch<__nv_bfloat16>(a, shape, stream);
+    default: throw_invalid("x dtype", "f32, f16 or bf16", dtype_name(a.x.dtype));
+  }
+}
+
+}  // namespace fusekit

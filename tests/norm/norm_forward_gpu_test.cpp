@@ -1,0 +1,307 @@
+// The fused norm forwards against the double CPU reference: LayerNorm and RMSNorm, f32/f16/bf16,
+// every row layout (warp rows, CTA rows, cluster-split rows), odd lengths, padded row strides,
+// huge and tiny magnitudes, with and without weight and bias; residual add + norm (in place and
+// not); norm + fp8 quantize per tensor and per row; and the argument errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "fusekit/buffer.hpp"
+#include "fusekit/error.hpp"
+#include "fusekit/norm.hpp"
+#include "fusekit/norm_quantize.hpp"
+#include "fusekit/numerics.hpp"
+#include "fusekit/reference/norm.hpp"
+#include "fusekit/transfer.hpp"
+#include "support/gpu.hpp"
+
+namespace fusekit {
+namespace {
+
+constexpr float kEps = 1e-5f;
+// NOTE: mean and rstd are f32 results of sums over up to 262144 values.
+constexpr double kStatTolerance = 1e-4;
+
+struct Shape {
+  std::int64_t rows, n, ld;  // ld: row stride in elements (>= n)
+};
+
+// Row lengths that take every layout of device::OneTensorConfigs (bf16: warp ≤256, warp ≤1024,
+// CTA ≤4096, CTA ≤16384, cluster of 512×4, cluster of 512×8), odd ones (scalar tail), and padded
+// row strides (aligned and not).
+constexpr Shape kShapes[] = {{67, 128, 128},   {33, 200, 203},     {64, 1024, 1024},   {37, 1000, 1000},
+                             {16, 4096, 4104}, {9, 3001, 3001},    {4, 16384, 16384},  {3, 12347, 12350},
+                             {2, 65536, 65536}, {2, 131071, 131072}, {2, 262144, 262144}};
+
+struct Range {
+  float lo, hi;
+};
+
+// A padded [rows, n] matrix view in device memory that owns its buffer.
+struct Padded {
+  DeviceBuffer buffer;
+  TensorView view;
+  Padded(DType dtype, const Shape& s)
+      : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
+        view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
+};
+
+reference::Matrix to_matrix(const TensorView& t) {
+  reference::Matrix m(t.shape[0], t.shape[1]);
+  m.data = download(t);
+  return m;
+}
+
+double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  double d = 0, r = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    d += (got[i] - want[i]) * (got[i] - want[i]);
+    r += want[i] * want[i];
+  }
+  return r == 0 ? std::sqrt(d) : std::sqrt(d / r);
+}
+
+bool supported(DType dt, std::int64_t n) {
+  // NOTE: f32 rows longer than 131072 need more than the 8 CTAs of a portable cluster.
+  constexpr std::int64_t kLongestF32 = 131072;
+  return dt != DType::F32 || n <= kLongestF32;
+}
+
+void expect_stats(const TensorView& mean, const TensorView& rstd, const reference::NormForward& want, NormKind kind) {
+  const auto got_rstd = download(rstd);
+  for (std::size_t r = 0; r < got_rstd.size(); ++r) {
+    EXPECT_NEAR(got_rstd[r], want.rstd[r], kStatTolerance * want.rstd[r]) << "rstd of row " << r;
+    if (kind == NormKind::LayerNorm) {
+      const double got_mean = download(mean)[r];
+      EXPECT_NEAR(got_mean, want.mean[r], kStatTolerance * (std::abs(want.mean[r]) + 1.0 / want.rstd[r]))
+          << "mean of row " << r;
+    }
+  }
+}
+
+struct NormCase {
+  NormKind kind;
+  DType dtype;
+};
+
+class NormForwardGpu : public ::testing::TestWithParam<NormCase> {};
+
+TEST_P(NormForwardGpu, MatchesReferenceOnEveryLayout) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  // NOTE: magnitudes per dtype: f16 tops out at 65504, so its "huge" is 3e4; bf16 and f32 go to
+  // 1e15 (squares summed over 262144 values stay finite in f32). "Offset" is far from the origin
+  // compared with the spread, where E[x²] − E[x]² would cancel.
+  const float huge = dt == DType::F16 ? 3e4f : 1e15f;
+  const float tiny = dt == DType::F16 ? 1e-3f : 1e-20f;
+  const Range ranges[] = {{-2.0f, 2.0f}, {-huge, huge}, {-tiny, tiny}, {100.0f, 104.0f}};
+  for (const Shape& s : kShapes) {
+    if (!supported(dt, s.n)) continue;
+    for (std::size_t ri = 0; ri < std::size(ranges); ++ri) {
+      const Range range = ranges[ri];
+      const bool affine = ri % 2 == 0;
+      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << " range [" << range.lo << ", "
+                                        << range.hi << "]" << (affine ? " with weight, bias" : ""));
+      Padded x(dt, s), y(dt, s);
+      DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
+      fill_uniform(x.view, seed + ri, range.lo, range.hi);
+      fill_uniform(weight, seed + 100, -2.0f, 2.0f);
+      fill_uniform(bias, seed + 101, -1.0f, 1.0f);
+      poison(y.view);
+      poison(mean);
+      poison(rstd);
+      NormForwardArgs a;
+      a.kind = kind;
+      a.x = x.view;
+      a.y = y.view;
+      if (affine) {
+        a.weight = weight;
+        a.bias = bias;
+      }
+      if (kind == NormKind::LayerNorm) a.mean = mean;
+      a.rstd = rstd;
+      a.eps = kEps;
+      norm_forward(a);
+      const std::vector<double> w = affine ? download(weight) : std::vector<double>{};
+      const std::vector<double> b = affine ? download(bias) : std::vector<double>{};
+      const auto want = reference::norm_forward(kind, to_matrix(x.view), w, b, kEps);
+      EXPECT_LE(rel_l2(download(y.view), want.y.data), bench::tolerance(dt));
+      expect_stats(mean, rstd, want, kind);
+    }
+  }
+}
+
+TEST_P(NormForwardGpu, InPlaceAndBatched) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  constexpr std::int64_t kBatch = 3, kRows = 5, kN = 777, kLd = 800, kBatchStride = 4100;
+  DeviceBuffer buf(static_cast<std::size_t>(kBatch * kBatchStride) * dtype_size(dt));
+  const auto x = TensorView::batched(buf.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
+  fill_uniform(x, seed, -3.0f, 3.0f);
+  const auto before = download(x);
+  NormForwardArgs a;
+  a.kind = kind;
+  a.x = x;
+  a.y = x;  // in place
+  norm_forward(a);
+  reference::Matrix m(kBatch * kRows, kN);
+  m.data = before;
+  const auto want = reference::norm_forward(kind, m, {}, {}, a.eps);
+  EXPECT_LE(rel_l2(download(x), want.y.data), bench::tolerance(dt));
+}
+
+TEST_P(NormForwardGpu, ResidualAddThenNorm) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  for (const Shape& s : kShapes) {
+    if (!supported(dt, s.n)) continue;
+    for (const bool in_place : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (in_place ? " in place" : ""));
+      Padded x(dt, s), residual(dt, s), residual_out(dt, s), y(dt, s);
+      DeviceTensor weight(dt, {s.n}), rstd(DType::F32, {s.rows});
+      fill_uniform(x.view, seed, -1.0f, 1.0f);
+      fill_uniform(residual.view, seed + 1, -4.0f, 4.0f);
+      fill_uniform(weight, seed + 2, 0.5f, 1.5f);
+      const auto hx = download(x.view), hr = download(residual.view);
+      poison(y.view);
+      poison(residual_out.view);
+      AddNormForwardArgs a;
+      a.norm.kind = kind;
+      a.norm.x = x.view;
+      a.norm.weight = weight;
+      a.norm.y = y.view;
+      a.norm.rstd = rstd;
+      a.residual = residual.view;
+      a.residual_out = in_place ? residual.view : residual_out.view;
+      add_norm_forward(a);
+      // residual_out = x + residual rounded to the dtype; y = norm of exactly that.
+      std::vector<double> want_h(hx.size());
+      for (std::size_t i = 0; i < hx.size(); ++i) want_h[i] = round_to(dt, hx[i] + hr[i]);
+      const auto h = to_matrix(a.residual_out);
+      EXPECT_LE(rel_l2(h.data, want_h), bench::tolerance(dt));
+      const auto want = reference::norm_forward(kind, h, download(weight), {}, a.norm.eps);
+      EXPECT_LE(rel_l2(download(y.view), want.y.data), bench::tolerance(dt));
+    }
+  }
+}
+
+TEST_P(NormForwardGpu, QuantizesToFp8) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  constexpr double kE4m3Max = 448.0;
+  for (const Shape& s : kShapes) {
+    if (!supported(dt, s.n)) continue;
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld);
+    Padded x(dt, s), q(DType::E4M3, s);
+    DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), row_scale(DType::F32, {s.rows}), tensor_scale(DType::F32, {1}),
+        amax(DType::F32, {1});
+    fill_uniform(x.view, seed, -3.0f, 3.0f);
+    fill_uniform(weight, seed + 1, -2.0f, 2.0f);
+    fill_uniform(bias, seed + 2, -1.0f, 1.0f);
+    const auto w = download(weight), b = download(bias);
+    const auto want = reference::norm_forward(kind, to_matrix(x.view), w, b, kEps);
+    double want_amax = 0;
+    for (double v : want.y.data) want_amax = std::max(want_amax, std::abs(v));
+
+    // Per row: q·scale[row] ≈ y and every row uses the fp8 range.
+    poison(q.view);
+    poison(row_scale);
+    NormQuantizeArgs a;
+    a.norm.kind = kind;
+    a.norm.x = x.view;
+    a.norm.weight = weight;
+    a.norm.bias = bias;
+    a.norm.y = q.view;
+    a.scale_mode = Fp8ScaleMode::PerRow;
+    a.scale = row_scale;
+    norm_quantize_forward(a);
+    const auto hq = download(q.view), hs = download(row_scale);
+    std::vector<double> dequant(hq.size());
+    for (std::int64_t r = 0; r < s.rows; ++r) {
+      double row_max = 0;
+      for (std::int64_t j = 0; j < s.n; ++j) {
+        const auto e = static_cast<std::size_t>(r * s.n + j);
+        dequant[e] = hq[e] * hs[static_cast<std::size_t>(r)];
+        row_max = std::max(row_max, std::abs(hq[e]));
+      }
+      EXPECT_LE(row_max, kE4m3Max) << "row " << r;
+    }
+    EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3));
+
+    // Per tensor, with amax recorded.
+    const std::vector<double> scale{want_amax / kE4m3Max};
+    upload(scale, tensor_scale);
+    upload(std::vector<double>{0.0}, amax);
+    poison(q.view);
+    a.scale_mode = Fp8ScaleMode::PerTensor;
+    a.scale = tensor_scale;
+    a.amax = amax;
+    norm_quantize_forward(a);
+    const auto hq2 = download(q.view);
+    for (std::size_t e = 0; e < hq2.size(); ++e) dequant[e] = hq2[e] * scale[0];
+    EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3));
+    EXPECT_NEAR(download(amax)[0], want_amax, 1e-2 * want_amax);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KindsAndDtypes, NormForwardGpu,
+                         ::testing::Values(NormCase{NormKind::LayerNorm, DType::F32},
+                                           NormCase{NormKind::LayerNorm, DType::F16},
+                                           NormCase{NormKind::LayerNorm, DType::BF16},
+                                           NormCase{NormKind::RmsNorm, DType::F32},
+                                           NormCase{NormKind::RmsNorm, DType::F16},
+                                           NormCase{NormKind::RmsNorm, DType::BF16}),
+                         [](const auto& info) {
+                           return std::string(info.param.kind == NormKind::LayerNorm ? "layernorm_" : "rmsnorm_") +
+                                  std::string(dtype_name(info.param.dtype));
+                         });
+
+TEST(NormForwardGpuErrors, RejectsBadArguments) {
+  FUSEKIT_REQUIRE_GPU();
+  DeviceTensor x(DType::BF16, {4, 64}), y(DType::BF16, {4, 64}), y_short(DType::BF16, {4, 63}),
+      y32(DType::F32, {4, 64}), w(DType::BF16, {63}), w32(DType::F32, {64}), stats(DType::F32, {3});
+  NormForwardArgs a;
+  a.x = x;
+  a.y = y_short;
+  EXPECT_THROW(norm_forward(a), Error);
+  a.y = y32;
+  EXPECT_THROW(norm_forward(a), Error);
+  a.y = y;
+  a.weight = w;
+  EXPECT_THROW(norm_forward(a), Error);
+  a.weight = w32;
+  EXPECT_THROW(norm_forward(a), Error);
+  a.weight = {};
+  a.rstd = stats;  // 3 entries for 4 rows
+  EXPECT_THROW(norm_forward(a), Error);
+  a.rstd = {};
+  a.eps = -1.0f;
+  EXPECT_THROW(norm_forward(a), Error);
+  a.eps = kEps;
+  EXPECT_NO_THROW(norm_forward(a));
+  // A row too long for any layout is Unsupported, naming the limit.
+  DeviceTensor long_x(DType::F32, {1, 262144}), long_y(DType::F32, {1, 262144});
+  a.x = long_x;
+  a.y = long_y;
+  try {
+    norm_forward(a);
+    ADD_FAILURE() << "expected an Unsupported error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fusekit
