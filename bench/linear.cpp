@@ -187,12 +187,12 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
       [s](cudaStream_t st) { poison(s->y, st); },
       [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
   if (current_device_info().cc_major == 9) {
-    for (auto [name, schedule] : {std::pair{"hopper", Sm90Schedule::Pingpong}, {"hopper_coop", Sm90Schedule::Cooperative}})
+    for (auto [name, schedule] : {std::pair{"hopper", Sm90Schedule::Cooperative}, {"hopper_pp", Sm90Schedule::Pingpong}})
       ladder.rungs.push_back(Rung{
           name,
-          schedule == Sm90Schedule::Pingpong
-              ? "Level 2: CUTLASS TMA warp-specialized pingpong kernel, the chain as an epilogue visitor tree"
-              : "Level 2: the same with the cooperative schedule (one 128x256 tile per two warpgroups)",
+          schedule == Sm90Schedule::Cooperative
+              ? "Level 2: CUTLASS TMA warp-specialized cooperative kernel, the chain as an epilogue visitor tree"
+              : "Level 2: the same with the pingpong schedule (a 128x128 tile per warpgroup, alternating)",
           [s, chain, schedule](cudaStream_t st) {
             FusedGemmArgs g{s->x, s->w, s->y, chain, {}, schedule};
             g.tensors.bias = s->bias;

@@ -25,7 +25,7 @@ std::string_view gemm_backend_name(GemmBackend b);
 
 // How the Hopper kernel splits a tile between its two consumer warpgroups.
 enum class Sm90Schedule : std::uint8_t {
-  Auto,         // Pingpong (the faster of the two on every ladder shape; docs/performance.md)
+  Auto,         // Cooperative (faster than Pingpong at every ladder shape; docs/performance.md)
   Cooperative,  // both warpgroups on one 128×256 tile
   Pingpong,     // one 128×128 tile each, alternating: one's epilogue hides under the other's MMAs
 };

@@ -154,7 +154,7 @@ FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, Gemm
                         g.a.data, g.a.strides[0], g.b.data, g.b.strides[0], g.d.data, g.d.strides[0],
                         g.tensors.bias.data, g.tensors.residual.data,
                         g.tensors.residual.empty() ? g.d.strides[0] : g.tensors.residual.strides[0]};
-  const Sm90Schedule schedule = g.schedule == Sm90Schedule::Auto ? Sm90Schedule::Pingpong : g.schedule;
+  const Sm90Schedule schedule = g.schedule == Sm90Schedule::Auto ? Sm90Schedule::Cooperative : g.schedule;
   const std::size_t need = sm90::workspace_bytes(chain, schedule, p);
   if (h.workspace.bytes() < need) h.workspace = DeviceBuffer(need);
   sm90::run(chain, schedule, p, h.workspace.data(), stream);

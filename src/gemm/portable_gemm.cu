@@ -84,7 +84,7 @@ std::string blocker(const FusedGemmArgs& g) {
     return "the portable kernel takes chains of at most 8 nodes";
   if (g.epilogue.uses(EpilogueOp::QuantizeE4M3)) return "the portable kernel has no fp8 output yet";
   if (g.epilogue.gated() && (kBlockN / 2) % g.epilogue.gate_block() != 0)
-    return "the portable kernel needs a gate block dividing 128 (half its 256-column tile)";
+    return "the portable kernel needs a gate block dividing 64 (half its 128-column tile)";
   if (g.a.shape[0] > INT32_MAX || g.b.shape[0] > INT32_MAX || g.a.shape[1] > INT32_MAX)
     return "the portable kernel indexes M, N, K with 32-bit integers";
   return "";

@@ -24,7 +24,7 @@ constexpr double kSoftmaxFlopsPerScore = 5;
 constexpr double kCausalFraction = 0.5;
 
 // Every fused linear rung runs the one kernel gemm_gelu_bias; a new backend's rung is a name here.
-constexpr std::string_view kFusedLinearRungs[] = {"cublaslt"};
+constexpr std::string_view kFusedLinearRungs[] = {"cublaslt", "portable", "hopper", "hopper_pp"};
 
 constexpr std::string_view kUnfusedRung = "unfused";
 constexpr std::string_view kSeedFusedRung = kFusedLinearRungs[0];

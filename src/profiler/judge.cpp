@@ -20,7 +20,8 @@ constexpr std::string_view kLadderSubject = "ladder";
 
 std::string kernel_label(const RungMeasurement& rung, std::size_t i) {
   constexpr std::size_t kNameWidth = 48;
-  return fmt::format("{}/{}", rung.name, detail::clip(rung.kernels[i].name, kNameWidth));
+  return fmt::format("{}/{}", rung.name,
+                     detail::clip(detail::short_kernel_name(rung.kernels[i].name), kNameWidth));
 }
 
 std::string tensor_text(const KernelCounters& k) {

@@ -53,11 +53,11 @@ std::string rung_text(const RungMeasurement& rung) {
     gmma += k.gmma_instructions.value_or(0);
     local += k.local_bytes();
     rows.push_back(
-        {detail::clip(k.name, kKernelNameWidth), m ? m->name : std::string(kNone),
-         fmt::format("{}", k.registers_per_thread), fmt::format("{} B", k.local_bytes_per_thread),
-         bytes_text(k.dram_read_bytes), bytes_text(k.dram_write_bytes),
-         bytes_text(k.dram_writeback_bytes), bytes_text(k.dram_bytes()),
-         m ? bytes_text(modelled) : std::string(kNone),
+        {detail::clip(detail::short_kernel_name(k.name), kKernelNameWidth),
+         m ? m->name : std::string(kNone), fmt::format("{}", k.registers_per_thread),
+         fmt::format("{} B", k.local_bytes_per_thread), bytes_text(k.dram_read_bytes),
+         bytes_text(k.dram_write_bytes), bytes_text(k.dram_writeback_bytes),
+         bytes_text(k.dram_bytes()), m ? bytes_text(modelled) : std::string(kNone),
          m && modelled > 0 ? fmt::format("{:.2f}", k.dram_bytes() / modelled) : std::string(kNone),
          optional_count(k.hmma_instructions), optional_count(k.gmma_instructions),
          seconds_text(k.duration_s),

@@ -22,7 +22,7 @@ using detail::xml_escape;
 
 constexpr double kWidth = 980;
 constexpr double kMinHeight = 640;
-constexpr double kLeft = 96, kRight = 300, kTop = 56, kBottom = 72;
+constexpr double kLeft = 112, kRight = 300, kTop = 56, kBottom = 72;
 constexpr double kKeyLineHeight = 18;
 constexpr double kPointRadius = 7;
 constexpr double kMinIntensity = 0.1;  // FLOP/B: the left edge shows at least this far
@@ -30,6 +30,7 @@ constexpr double kRidgeHeadroom = 10;  // the right edge shows at least 10× the
 constexpr double kPointMargin = 2;     // points stay this factor inside the edges
 constexpr double kRoofHeadroom = 2;    // the top edge sits 2× above the matrix roof
 constexpr std::size_t kKeyTextWidth = 44;
+constexpr std::size_t kUnplottedWidth = 120;
 constexpr std::string_view kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                          "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 constexpr std::string_view kSiPrefixes[] = {"", "k", "M", "G", "T", "P", "E"};
@@ -89,12 +90,13 @@ std::vector<Point> points_of(const Report& report, std::vector<std::string>& unp
       const double flops = rung.kernel_flops(i);
       const model::KernelReport* m = rung.modelled(i);
       const std::string label =
-          fmt::format("{} · {}", rung.name, m ? m->name : detail::clip(k.name, kKeyTextWidth));
+          fmt::format("{} · {}", rung.name,
+                      m ? m->name : detail::clip(detail::short_kernel_name(k.name), kKeyTextWidth));
       if (flops <= 0 || k.dram_bytes() <= 0 || k.duration_s <= 0) {
-        unplotted.push_back(fmt::format("{}: {} (flops {}, DRAM {}, time {})", label,
-                                        detail::clip(k.name, kNameWidth), detail::si(flops, "FLOP"),
-                                        detail::bytes_text(k.dram_bytes()),
-                                        detail::seconds_text(k.duration_s)));
+        unplotted.push_back(fmt::format(
+            "{}: {} (flops {}, DRAM {}, time {})", label,
+            detail::clip(detail::short_kernel_name(k.name), kNameWidth), detail::si(flops, "FLOP"),
+            detail::bytes_text(k.dram_bytes()), detail::seconds_text(k.duration_s)));
         continue;
       }
       Point p;
@@ -152,7 +154,8 @@ std::string roofline_svg(const Report& report) {
       left, xml_escape(report.ladder), xml_escape(report.shape), dtype_name(report.dtype),
       xml_escape(report.device), xml_escape(report.chip));
   svg += fmt::format("<text x=\"{:.1f}\" y=\"42\" fill=\"#555\">roofs: {}; L2 swept {}</text>\n",
-                     left, xml_escape(report.roofs.source), flush_name(report.flush));
+                     left, xml_escape(report.roofs.source),
+                     report.flush == Flush::EachKernel ? "before each kernel" : "around each run");
 
   // Grid and tick labels, one per decade.
   svg += "<g class=\"grid\" stroke=\"#ddd\" stroke-width=\"1\">\n";
@@ -185,7 +188,7 @@ std::string roofline_svg(const Report& report) {
       "FLOP per measured DRAM byte)</text>\n",
       (left + right) / 2, bottom + 44);
   svg += fmt::format(
-      "<text transform=\"translate(22 {:.1f}) rotate(-90)\" text-anchor=\"middle\">achieved "
+      "<text transform=\"translate(16 {:.1f}) rotate(-90)\" text-anchor=\"middle\">achieved "
       "FLOP/s (modelled FLOP per measured second)</text>\n",
       (top + bottom) / 2);
 
@@ -213,6 +216,9 @@ std::string roofline_svg(const Report& report) {
 
   // The kernels, and their key.
   svg += "<g class=\"kernels\">\n";
+  constexpr double kNear = 2 * kPointRadius;  // points closer than this share a spot
+  constexpr double kLabelStep = 12;           // so their numbers are stacked
+  std::vector<std::pair<double, double>> drawn;
   for (const Point& p : points) {
     const std::string_view colour = kPalette[p.rung % std::size(kPalette)];
     const double x = axes.x(p.intensity), y = axes.y(p.flops_per_s);
@@ -220,8 +226,13 @@ std::string roofline_svg(const Report& report) {
         "<circle class=\"kernel\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.0f}\" fill=\"{}\" "
         "stroke=\"#000\"><title>{}</title></circle>\n",
         x, y, kPointRadius, colour, xml_escape(p.title));
+    const auto near = std::count_if(drawn.begin(), drawn.end(), [&](const auto& d) {
+      return std::hypot(d.first - x, d.second - y) < kNear;
+    });
+    drawn.emplace_back(x, y);
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n",
-                       x + kPointRadius + 2, y - kPointRadius, p.number);
+                       x + kPointRadius + 2,
+                       y - kPointRadius + kLabelStep * static_cast<double>(near), p.number);
   }
   svg += "</g>\n<g class=\"key\">\n";
   const double key_x = right + 24;
@@ -241,7 +252,8 @@ std::string roofline_svg(const Report& report) {
     svg += fmt::format(
         "<text class=\"unplotted\" x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#a00\">not plotted: "
         "{}</text>\n",
-        left, bottom + kBottom + kKeyLineHeight * static_cast<double>(i), xml_escape(unplotted[i]));
+        left, bottom + kBottom + kKeyLineHeight * static_cast<double>(i),
+        xml_escape(detail::clip(unplotted[i], kUnplottedWidth)));
   }
   svg += "</svg>\n";
   return svg;

@@ -10,6 +10,10 @@ std::string si(double value, const std::string& unit);  // "903.2 TFLOP/s", "0 B
 std::string bytes_text(double bytes);                   // binary: "32.0 MiB"
 std::string seconds_text(double seconds);               // "152.1 µs"
 std::string count_text(double count);                   // "1.23M", "0"
+// A demangled kernel name without its return type, parameter list and namespaces:
+// "void fusekit::device::map2d_vector_kernel<__nv_bfloat16, (anonymous namespace)::GeluOp>(...)"
+// becomes "map2d_vector_kernel<__nv_bfloat16, GeluOp>".
+std::string short_kernel_name(const std::string& name);
 // `text` with &, <, > and quotes escaped for XML.
 std::string xml_escape(const std::string& text);
 // The first `width` characters shown (UTF-8 aware) of `text`, "…" marking a cut.

@@ -13,7 +13,7 @@ namespace {
 
 using namespace testing;
 
-const Verdict& only(const std::vector<Verdict>& verdicts, Check check) {
+Verdict only(const std::vector<Verdict>& verdicts, Check check) {
   const auto n = std::count_if(verdicts.begin(), verdicts.end(),
                                [&](const Verdict& v) { return v.check == check; });
   EXPECT_EQ(n, 1) << check_name(check);
@@ -32,7 +32,7 @@ TEST(Judge, ACorrectLinearLadderPassesEveryCheck) {
   for (const Verdict& v : verdicts) {
     EXPECT_EQ(v.outcome, Outcome::Pass) << check_name(v.check) << ": " << v.detail;
   }
-  const Verdict& drop = only(verdicts, Check::DramDrop);
+  const Verdict drop = only(verdicts, Check::DramDrop);
   EXPECT_EQ(drop.subject, "cublaslt vs unfused");
   EXPECT_NE(drop.detail.find("modelled 128.0 MiB"), std::string::npos) << drop.detail;
   EXPECT_NE(drop.detail.find("4 output crossing(s)"), std::string::npos) << drop.detail;
@@ -54,7 +54,7 @@ TEST(Judge, NoFusionMeansNoDrop) {
   std::vector<RungMeasurement> rungs = linear_rungs();
   // The "fused" rung moved as much as the unfused one: the fusion did not happen.
   named(rungs, "cublaslt").kernels[0].dram_read_bytes += 4 * kOutputBytes;
-  const Verdict& drop = only(judge(rungs), Check::DramDrop);
+  const Verdict drop = only(judge(rungs), Check::DramDrop);
   EXPECT_EQ(drop.outcome, Outcome::Fail);
   EXPECT_NE(drop.detail.find("off by 100.0%"), std::string::npos) << drop.detail;
 }
@@ -64,7 +64,7 @@ TEST(Judge, GemmWithoutTensorInstructionsFails) {
   KernelCounters& gemm = named(rungs, "unfused").kernels[0];
   gemm.hmma_instructions = 0;
   gemm.gmma_instructions = 0;
-  const Verdict& v = only(judge(rungs), Check::TensorCores);
+  const Verdict v = only(judge(rungs), Check::TensorCores);
   EXPECT_EQ(v.outcome, Outcome::Fail);
   EXPECT_NE(v.detail.find("unfused/sm90_xmma"), std::string::npos) << v.detail;
 }
@@ -104,7 +104,7 @@ TEST(Judge, UnmatchedKernelCountJudgesTheRungAsAWhole) {
 TEST(Judge, AnyLocalTrafficFails) {
   std::vector<RungMeasurement> rungs = linear_rungs();
   named(rungs, "unfused").kernels[2].local_store_bytes = 4096;
-  const Verdict& v = only(judge(rungs), Check::NoLocalTraffic);
+  const Verdict v = only(judge(rungs), Check::NoLocalTraffic);
   EXPECT_EQ(v.outcome, Outcome::Fail);
   EXPECT_NE(v.detail.find("GeluOp"), std::string::npos) << v.detail;
 }
@@ -120,7 +120,7 @@ TEST(Judge, RegistersMustStayBelowTheThreshold) {
 TEST(Judge, MissingBaselineOrModelLeavesTheDropUnjudged) {
   std::vector<RungMeasurement> rungs = linear_rungs();
   named(rungs, "unfused").kernels.clear();  // failed validation: not profiled
-  const Verdict& v = only(judge(rungs), Check::DramDrop);
+  const Verdict v = only(judge(rungs), Check::DramDrop);
   EXPECT_EQ(v.outcome, Outcome::NotApplicable);
 
   std::vector<RungMeasurement> unmodelled = linear_rungs();

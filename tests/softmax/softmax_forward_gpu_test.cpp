@@ -97,7 +97,10 @@ TEST_P(SoftmaxForwardGpu, MatchesReferenceOnEveryLayout) {
       softmax_forward({x.view, y.view, v.scale, v.causal});
       reference::Matrix hx(s.rows, s.n);
       hx.data = download(x.view);
-      const auto want = reference::softmax_forward(hx, v.scale, v.causal);
+      auto want = reference::softmax_forward(hx, v.scale, v.causal);
+      // NOTE: compared with the exact result rounded to the output dtype: probabilities of a long
+      // row (1/131071) are f16 subnormals, whose few mantissa bits no kernel can beat.
+      for (auto& w : want.data) w = round_to(dt, w);
       const auto got = download(y.view);
       EXPECT_LE(rel_l2(got, want.data), bench::tolerance(dt));
       // The fully −∞ row is exactly zero.

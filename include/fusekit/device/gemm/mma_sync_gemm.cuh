@@ -1,8 +1,8 @@
 #pragma once
 // The portable Level-2 GEMM (sm_80 and newer): D[M, N_out] = chain(A[M,K] · B[N,K]ᵀ).
 //
-// Mainloop: a 128×256 block tile, 8 warps of 64×64, K in steps of 64 through a 4-stage cp.async
-// pipeline; shared-memory rows are XOR-swizzled in 16-byte chunks so ldmatrix reads are free of
+// Mainloop: a 128×128 block tile, 8 warps of 64×32, K in steps of 64 through a 3-stage cp.async
+// pipeline, two blocks per SM; shared-memory rows are XOR-swizzled in 16-byte chunks so ldmatrix reads are free of
 // bank conflicts; mma.sync m16n8k16 with fp32 accumulation.
 // Epilogue: the chain's uniform prefix runs on the accumulators in registers; then the tile is
 // staged through a skewed fp32 shared-memory tile, where every element's (i, j) is known, and
@@ -18,17 +18,18 @@
 
 namespace fusekit::device::portable {
 
-// NOTE: 64×64 warp tiles: per 16-deep k step a warp issues 4 + 4 ldmatrix.x4 for 32 mma.sync,
-// twice the mma per shared-memory read of 64×32 warp tiles (which measured 222–270 TFLOP/s).
-inline constexpr int kBlockM = 128, kBlockN = 256, kBlockK = 64;
-inline constexpr int kStages = 4;
+// NOTE: a 128×256 tile with 64×64 warp tiles (227 registers, one 8-warp block per SM) measured
+// 140 TFLOP/s at 4096³ against 222 for this one: with one block per SM nothing hides the
+// cp.async waits. Two 128×128 blocks per SM keep 16 warps resident.
+inline constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64;
+inline constexpr int kStages = 3;
 inline constexpr int kWarpsM = 2, kWarpsN = 4;
 inline constexpr int kThreads = kWarpsM * kWarpsN * 32;
 inline constexpr int kWarpM = kBlockM / kWarpsM;  // 64
-inline constexpr int kWarpN = kBlockN / kWarpsN;  // 64
+inline constexpr int kWarpN = kBlockN / kWarpsN;  // 32
 inline constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;
 inline constexpr int kTilesM = kWarpM / kMmaM;  // 4
-inline constexpr int kTilesN = kWarpN / kMmaN;  // 8
+inline constexpr int kTilesN = kWarpN / kMmaN;  // 4
 inline constexpr int kChunkBytes = 16;
 inline constexpr int kElemsPerChunk = kChunkBytes / 2;           // 16-bit inputs
 inline constexpr int kChunksPerRow = kBlockK / kElemsPerChunk;   // 8
@@ -119,7 +120,7 @@ __device__ __forceinline__ void load_stage(const Params& p, T* smem, int stage, 
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
   constexpr bool kBf16 = MmaType<T>::kBf16;
@@ -166,8 +167,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Params p) {
         const int row = wm + i * kMmaM + lane % 16;
         ldmatrix_x4(af[i], sa + swizzle(row, ks * 2 + lane / 16));
       }
-      // NOTE: B fragments are loaded one pair of n8 tiles at a time, keeping 4 registers live
-      // beside the 128 accumulators.
+      // NOTE: B fragments are loaded one pair of n8 tiles at a time, keeping 4 registers live,
+      // not 8: with the 64 accumulators that keeps the kernel under 128 registers (2 blocks/SM).
 #pragma unroll
       for (int j = 0; j < kTilesN / 2; ++j) {
         unsigned bf[4];
