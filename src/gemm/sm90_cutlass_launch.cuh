@@ -14,6 +14,8 @@ namespace fusekit::sm90::launch_detail {
 
 using namespace fusekit::device::sm90;
 
+inline constexpr int kSchedulerSwizzle = 8;
+
 template <class Element, Sm90Schedule kSchedule>
 using IdentityKernel = Kernel<Element, IdentityEvt, false, kSchedule>;
 template <class Element, Sm90Schedule kSchedule>
@@ -53,11 +55,16 @@ typename K::Gemm::Arguments make_arguments(const Problem& p) {
     epilogue = {{{{{}, bias_args<Element, TileShape>(p), {}}, {}}, {}, {}},
                 static_cast<const Element*>(p.residual), sc, static_cast<Element*>(p.d), sd};
   }
-  return typename K::Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGemm,
-                                     {static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), 1},
-                                     {static_cast<const Element*>(p.a), sa, static_cast<const Element*>(p.b), sb},
-                                     epilogue,
-                                     hw};
+  typename K::Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                   {static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), 1},
+                                   {static_cast<const Element*>(p.a), sa, static_cast<const Element*>(p.b), sb},
+                                   epilogue,
+                                   hw};
+  // NOTE: the persistent scheduler walks tiles in swizzled groups so that CTAs running at the
+  // same time share A and B tiles in L2. With CUTLASS's default of 1 (no swizzle) `fusekit
+  // verify` measured 166 MiB of DRAM reads at 4096³ against cuBLASLt's 142 MiB.
+  args.scheduler.max_swizzle_size = kSchedulerSwizzle;
+  return args;
 }
 
 template <class K, class Element>

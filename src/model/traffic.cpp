@@ -22,11 +22,23 @@ constexpr double kSoftmaxFlopsPerScore = 5;
 // NOTE: causal attention computes half the scores, the convention FlashAttention's TFLOP/s use
 // (exactly (S+1)/2S of them when Sq = Sk = S).
 constexpr double kCausalFraction = 0.5;
+// NOTE: the row ops' flops count per element of X; the per-row work (a division by N, a square
+// root) is M operations, nothing beside M·N. Every one of these ops sits far below the ridge.
+constexpr double kSumSquaresFlopsPerElement = 2;    // RMSNorm statistics: x², Σ
+constexpr double kMomentsFlopsPerElement = 3;       // LayerNorm statistics: Σx, x², Σx²
+constexpr double kScaleFlopsPerElement = 1;         // x·rstd, x·w, scale·x
+constexpr double kShiftScaleFlopsPerElement = 2;    // (x − mean)·rstd, x·w + b
+constexpr double kAddFlopsPerElement = 1;           // x + r
+constexpr double kMaxFlopsPerElement = 1;           // one comparison
+constexpr double kExpSumFlopsPerElement = 3;        // subtract the max, exp, add
+constexpr double kExpNormalizeFlopsPerElement = 3;  // subtract the max, exp, divide by the sum
+constexpr DType kRowStatDType = DType::F32;  // mean, rstd, max, sum, as the row kernels keep them
 
 // Every fused linear rung runs the one kernel gemm_gelu_bias; a new backend's rung is a name here.
 constexpr std::string_view kFusedLinearRungs[] = {"cublaslt", "portable", "hopper", "hopper_pp"};
 
 constexpr std::string_view kUnfusedRung = "unfused";
+constexpr std::string_view kFusedRowRung = "fused";  // the bench's name for the one-kernel rung
 constexpr std::string_view kSeedFusedRung = kFusedLinearRungs[0];
 constexpr std::int64_t kSeedSide = 4096;  // "At 4096×4096 in FP16"
 constexpr DType kSeedDType = DType::F16;
@@ -44,6 +56,14 @@ void require_float(DType dtype) {
   if (!is_float(dtype)) {
     throw std::invalid_argument(
         fmt::format("dtype: expected f32, f16, bf16, e4m3 or e5m2, got {}", dtype_name(dtype)));
+  }
+}
+
+// The dtypes of the row kernels (fusekit/eager_rows.hpp, fusekit/norm.hpp).
+void require_row_dtype(DType dtype) {
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) {
+    throw std::invalid_argument(
+        fmt::format("dtype: expected f32, f16 or bf16, got {}", dtype_name(dtype)));
   }
 }
 
@@ -176,6 +196,94 @@ Ladder attention_ladder(const AttentionShape& shape, Mask mask, DType dtype) {
   ladder.add_rung(
       "flash",
       {{"flash_attention", 2 * matmul_flops, softmax_flops, {"Q", "K", "V"}, {"O", "LSE"}}});
+  return ladder;
+}
+
+std::string_view row_op_name(RowOp op) {
+  switch (op) {
+    case RowOp::RmsNorm: return "rmsnorm";
+    case RowOp::LayerNorm: return "layernorm";
+    case RowOp::AddRmsNorm: return "add_rmsnorm";
+    case RowOp::Softmax: return "softmax";
+  }
+  return "?";
+}
+
+std::string_view row_op_maths(RowOp op) {
+  switch (op) {
+    case RowOp::RmsNorm: return "Y = X·rstd·w, rstd = 1/√(mean(X²) + ε)";
+    case RowOp::LayerNorm: return "Y = (X − mean)·rstd·w + b, rstd = 1/√(var(X) + ε)";
+    case RowOp::AddRmsNorm: return "H = X + R; Y = H·rstd·w, rstd = 1/√(mean(H²) + ε)";
+    case RowOp::Softmax: return "Y = exp(X − max X) / Σ exp(X − max X)";
+  }
+  return "?";
+}
+
+Ladder row_ladder(RowOp op, std::int64_t rows, std::int64_t cols, DType dtype) {
+  require_extent(rows, "rows");
+  require_extent(cols, "cols");
+  require_row_dtype(dtype);
+  const auto matrix = [dtype](std::string name) {
+    return Tensor{std::move(name), {"M", "N"}, dtype};
+  };
+  const auto column = [dtype](std::string name) { return Tensor{std::move(name), {"N"}, dtype}; };
+  const auto row_stat = [](std::string name) {
+    return Tensor{std::move(name), {"M"}, kRowStatDType};
+  };
+  const double elements = static_cast<double>(rows) * static_cast<double>(cols);
+
+  Ladder ladder{.name = std::string(row_op_name(op)),
+                .maths = std::string(row_op_maths(op)),
+                .dtype = dtype,
+                .dims = {{"M", rows}, {"N", cols}},
+                .tensors = {},
+                .output = "Y",
+                .rungs = {}};
+  std::vector<Kernel> unfused;
+  Kernel fused;
+  switch (op) {
+    case RowOp::RmsNorm:
+      ladder.tensors = {matrix("X"), column("w"), row_stat("rstd"), matrix("T"), matrix("Y")};
+      unfused = {{"row_moments", 0, kSumSquaresFlopsPerElement * elements, {"X"}, {"rstd"}},
+                 {"normalize", 0, kScaleFlopsPerElement * elements, {"X", "rstd"}, {"T"}},
+                 {"affine", 0, kScaleFlopsPerElement * elements, {"T", "w"}, {"Y"}}};
+      fused = {"norm_forward", 0, 0, {"X", "w"}, {"Y", "rstd"}};
+      break;
+    case RowOp::LayerNorm:
+      ladder.tensors = {matrix("X"),    column("w"),      column("b"), row_stat("mean"),
+                        row_stat("rstd"), matrix("T"), matrix("Y")};
+      unfused = {
+          {"row_moments", 0, kMomentsFlopsPerElement * elements, {"X"}, {"mean", "rstd"}},
+          {"normalize", 0, kShiftScaleFlopsPerElement * elements, {"X", "mean", "rstd"}, {"T"}},
+          {"affine", 0, kShiftScaleFlopsPerElement * elements, {"T", "w", "b"}, {"Y"}}};
+      fused = {"norm_forward", 0, 0, {"X", "w", "b"}, {"Y", "mean", "rstd"}};
+      break;
+    case RowOp::AddRmsNorm:
+      ladder.tensors = {matrix("X"),      matrix("R"), column("w"), matrix("H"),
+                        row_stat("rstd"), matrix("T"), matrix("Y")};
+      unfused = {{"add", 0, kAddFlopsPerElement * elements, {"X", "R"}, {"H"}},
+                 {"row_moments", 0, kSumSquaresFlopsPerElement * elements, {"H"}, {"rstd"}},
+                 {"normalize", 0, kScaleFlopsPerElement * elements, {"H", "rstd"}, {"T"}},
+                 {"affine", 0, kScaleFlopsPerElement * elements, {"T", "w"}, {"Y"}}};
+      fused = {"add_norm_forward", 0, 0, {"X", "R", "w"}, {"H", "Y", "rstd"}};
+      break;
+    case RowOp::Softmax:
+      ladder.tensors = {matrix("X"), matrix("S"), row_stat("max"), row_stat("sum"), matrix("Y")};
+      unfused = {
+          {"scale_mask", 0, kScaleFlopsPerElement * elements, {"X"}, {"S"}},
+          {"row_max", 0, kMaxFlopsPerElement * elements, {"S"}, {"max"}},
+          {"row_exp_sum", 0, kExpSumFlopsPerElement * elements, {"S", "max"}, {"sum"}},
+          {"exp_normalize", 0, kExpNormalizeFlopsPerElement * elements, {"S", "max", "sum"},
+           {"Y"}}};
+      fused = {"softmax_forward", 0, 0, {"X"}, {"Y"}};
+      break;
+  }
+  // NOTE: the fused kernel does the chain's arithmetic (softmax's too: scaled logits, max,
+  // exp-sum, exp-normalize) on a row held in registers, so its flops are the chain's; only the
+  // bytes differ.
+  for (const Kernel& k : unfused) fused.other_flops += k.other_flops;
+  ladder.add_rung(std::string(kUnfusedRung), std::move(unfused));
+  ladder.add_rung(std::string(kFusedRowRung), {std::move(fused)});
   return ladder;
 }
 

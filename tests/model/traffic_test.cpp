@@ -187,6 +187,156 @@ TEST(AttentionLadder, CausalHalvesFlopsNotUnfusedBytes) {
                    4.0 * 4 * 512 * 512 * 128);
 }
 
+// The row ladders at the bench's default shape: 32768 rows of 4096 bf16, f32 statistics.
+constexpr std::int64_t kRows = 32768;
+constexpr std::int64_t kCols = 4096;
+constexpr std::int64_t kBf16Bytes = 2;
+constexpr std::int64_t kF32Bytes = 4;
+constexpr std::int64_t kRowMatrix = kRows * kCols * kBf16Bytes;  // X, R, H, T, S, Y: 256 MiB
+constexpr std::int64_t kRowVector = kCols * kBf16Bytes;          // w, b
+constexpr std::int64_t kRowStat = kRows * kF32Bytes;             // mean, rstd, max, sum
+
+struct RowRungs {
+  RungReport unfused;
+  RungReport fused;
+};
+RowRungs row_rungs(RowOp op) {
+  const Ladder ladder = row_ladder(op, kRows, kCols, DType::BF16);
+  const Roofs roofs = datasheet_roofs("GH100");
+  return {analyze(ladder, ladder.rung("unfused"), roofs),
+          analyze(ladder, ladder.rung("fused"), roofs)};
+}
+
+std::vector<std::string> kernel_names(const RungReport& rung) {
+  std::vector<std::string> names;
+  for (const KernelReport& k : rung.kernels) names.push_back(k.name);
+  return names;
+}
+
+void expect_crossings(const Crossings& c, std::string_view tensor, std::int64_t bytes,
+                      int writes, int reads) {
+  EXPECT_EQ(c.tensor, tensor);
+  EXPECT_EQ(c.bytes, bytes) << tensor;
+  EXPECT_EQ(c.writes, writes) << tensor;
+  EXPECT_EQ(c.reads, reads) << tensor;
+}
+
+TEST(RowLadder, RmsNormBf16) {
+  const auto [unfused, fused] = row_rungs(RowOp::RmsNorm);
+  // Fused: X and w read once, Y and rstd written once.
+  EXPECT_EQ(kernel_names(fused), std::vector<std::string>{"norm_forward"});
+  EXPECT_EQ(fused.traffic.bytes_read, kRowMatrix + kRowVector);
+  EXPECT_EQ(fused.traffic.bytes_written, kRowMatrix + kRowStat);
+  EXPECT_TRUE(fused.intermediates.empty());
+  EXPECT_EQ(fused.output_crossings, 1);
+
+  // The bench's eager chain, in launch order.
+  EXPECT_EQ(kernel_names(unfused),
+            (std::vector<std::string>{"row_moments", "normalize", "affine"}));
+  ASSERT_EQ(unfused.intermediates.size(), 2u);
+  expect_crossings(unfused.intermediates[0], "rstd", kRowStat, 1, 1);
+  expect_crossings(unfused.intermediates[1], "T", kRowMatrix, 1, 1);
+  EXPECT_EQ(unfused.output_crossings, 3);  // T twice, Y once
+  // X read a second time, T written and read back, rstd read back.
+  EXPECT_EQ(unfused.traffic.bytes() - fused.traffic.bytes(), 3 * kRowMatrix + kRowStat);
+  EXPECT_EQ(fused.traffic.bytes(), 2 * 256 * kMiB + 8 * 1024 + 128 * 1024);
+  EXPECT_DOUBLE_EQ(fused.traffic.flops(), unfused.traffic.flops());
+  EXPECT_EQ(fused.kernels[0].floor.limiter, Limiter::Memory);
+}
+
+TEST(RowLadder, LayerNormBf16) {
+  const auto [unfused, fused] = row_rungs(RowOp::LayerNorm);
+  EXPECT_EQ(kernel_names(fused), std::vector<std::string>{"norm_forward"});
+  EXPECT_EQ(fused.traffic.bytes_read, kRowMatrix + 2 * kRowVector);   // X, w, b
+  EXPECT_EQ(fused.traffic.bytes_written, kRowMatrix + 2 * kRowStat);  // Y, mean, rstd
+  EXPECT_TRUE(fused.intermediates.empty());
+  EXPECT_EQ(fused.output_crossings, 1);
+
+  EXPECT_EQ(kernel_names(unfused),
+            (std::vector<std::string>{"row_moments", "normalize", "affine"}));
+  ASSERT_EQ(unfused.intermediates.size(), 3u);
+  expect_crossings(unfused.intermediates[0], "mean", kRowStat, 1, 1);
+  expect_crossings(unfused.intermediates[1], "rstd", kRowStat, 1, 1);
+  expect_crossings(unfused.intermediates[2], "T", kRowMatrix, 1, 1);
+  EXPECT_EQ(unfused.output_crossings, 3);
+  EXPECT_EQ(unfused.traffic.bytes() - fused.traffic.bytes(), 3 * kRowMatrix + 2 * kRowStat);
+  EXPECT_DOUBLE_EQ(fused.traffic.flops(), unfused.traffic.flops());
+}
+
+TEST(RowLadder, AddRmsNormBf16) {
+  const auto [unfused, fused] = row_rungs(RowOp::AddRmsNorm);
+  // Fused: X, R and w read once; H, Y and rstd written once.
+  EXPECT_EQ(kernel_names(fused), std::vector<std::string>{"add_norm_forward"});
+  EXPECT_EQ(fused.traffic.bytes_read, 2 * kRowMatrix + kRowVector);
+  EXPECT_EQ(fused.traffic.bytes_written, 2 * kRowMatrix + kRowStat);
+  EXPECT_TRUE(fused.intermediates.empty());
+  EXPECT_EQ(fused.output_crossings, 2);  // H and Y: both M×N outputs
+
+  EXPECT_EQ(kernel_names(unfused),
+            (std::vector<std::string>{"add", "row_moments", "normalize", "affine"}));
+  ASSERT_EQ(unfused.intermediates.size(), 3u);
+  expect_crossings(unfused.intermediates[0], "H", kRowMatrix, 1, 2);
+  expect_crossings(unfused.intermediates[1], "rstd", kRowStat, 1, 1);
+  expect_crossings(unfused.intermediates[2], "T", kRowMatrix, 1, 1);
+  EXPECT_EQ(unfused.output_crossings, 6);  // H 3, T 2, Y 1
+  // H read back twice, T written and read back, rstd read back.
+  EXPECT_EQ(unfused.traffic.bytes() - fused.traffic.bytes(), 4 * kRowMatrix + kRowStat);
+  EXPECT_DOUBLE_EQ(fused.traffic.flops(), unfused.traffic.flops());
+}
+
+TEST(RowLadder, SoftmaxBf16) {
+  const auto [unfused, fused] = row_rungs(RowOp::Softmax);
+  // Fused: X read once, Y written once, nothing else.
+  EXPECT_EQ(kernel_names(fused), std::vector<std::string>{"softmax_forward"});
+  EXPECT_EQ(fused.traffic.bytes_read, kRowMatrix);
+  EXPECT_EQ(fused.traffic.bytes_written, kRowMatrix);
+  EXPECT_TRUE(fused.intermediates.empty());
+  EXPECT_EQ(fused.output_crossings, 1);
+
+  EXPECT_EQ(kernel_names(unfused), (std::vector<std::string>{"scale_mask", "row_max",
+                                                             "row_exp_sum", "exp_normalize"}));
+  ASSERT_EQ(unfused.intermediates.size(), 3u);
+  expect_crossings(unfused.intermediates[0], "S", kRowMatrix, 1, 3);
+  expect_crossings(unfused.intermediates[1], "max", kRowStat, 1, 2);
+  expect_crossings(unfused.intermediates[2], "sum", kRowStat, 1, 1);
+  EXPECT_EQ(unfused.output_crossings, 5);  // S 4, Y 1
+  EXPECT_EQ(unfused.intermediate_bytes(), 4 * kRowMatrix + 5 * kRowStat);
+  EXPECT_EQ(unfused.traffic.bytes() - fused.traffic.bytes(), unfused.intermediate_bytes());
+  EXPECT_DOUBLE_EQ(fused.traffic.flops(), unfused.traffic.flops());
+}
+
+// What `fusekit verify` matches on: the bench's rung names, and no kernel named like a rung.
+TEST(RowLadder, RungsAreTheBenchs) {
+  for (const RowOp op : kRowOps) {
+    const Ladder ladder = row_ladder(op, kRows, kCols, DType::BF16);
+    EXPECT_EQ(ladder.name, row_op_name(op));
+    ASSERT_EQ(ladder.rungs.size(), 2u) << ladder.name;
+    EXPECT_EQ(ladder.rungs[0].name, "unfused");
+    EXPECT_EQ(ladder.rungs[1].name, "fused");
+    EXPECT_EQ(ladder.rungs[1].kernels.size(), 1u) << ladder.name;
+    for (const Rung& rung : ladder.rungs) {
+      for (const Kernel& k : rung.kernels) {
+        EXPECT_EQ(k.tensor_flops, 0) << ladder.name << " " << k.name;
+        EXPECT_NE(k.name, "unfused");
+        EXPECT_NE(k.name, "fused");
+      }
+    }
+  }
+}
+
+TEST(RowLadder, DtypesAndShapes) {
+  const Ladder f32 = row_ladder(RowOp::RmsNorm, 3, 5, DType::F32);
+  EXPECT_EQ(f32.bytes(f32.tensor("X")), 3 * 5 * kF32Bytes);
+  EXPECT_EQ(f32.bytes(f32.tensor("w")), 5 * kF32Bytes);
+  EXPECT_EQ(f32.bytes(f32.tensor("rstd")), 3 * kF32Bytes);
+  const Ladder f16 = row_ladder(RowOp::Softmax, 3, 5, DType::F16);
+  EXPECT_EQ(f16.bytes(f16.tensor("S")), 3 * 5 * 2);
+  EXPECT_EQ(f16.bytes(f16.tensor("max")), 3 * kF32Bytes);
+  EXPECT_THROW(row_ladder(RowOp::LayerNorm, 0, 5, DType::BF16), std::invalid_argument);
+  EXPECT_THROW(row_ladder(RowOp::LayerNorm, 5, -1, DType::BF16), std::invalid_argument);
+  EXPECT_THROW(row_ladder(RowOp::AddRmsNorm, 5, 5, DType::E4M3), std::invalid_argument);
+}
+
 TEST(ToJson, HoldsEveryField) {
   const Ladder ladder = linear_ladder(4096, 4096, 4096, DType::BF16);
   const nlohmann::json j = to_json(ladder, datasheet_roofs("GH100"));
@@ -243,6 +393,18 @@ TEST(Explain, AttentionStatesTheScoreCrossings) {
   EXPECT_NE(text.find("S (B×H×Sq×Sk, 2.0 GiB) crosses HBM 2 times"), std::string::npos) << text;
   EXPECT_NE(text.find("P (B×H×Sq×Sk, 2.0 GiB) crosses HBM 2 times"), std::string::npos) << text;
   EXPECT_NE(text.find("intermediates: unfused 8.0 GiB (S 2×, P 2×), flash 0 B (none)"),
+            std::string::npos)
+      << text;
+}
+
+TEST(Explain, RmsNormStatesTheCrossings) {
+  const std::string text =
+      explain(row_ladder(RowOp::RmsNorm, kRows, kCols, DType::BF16), datasheet_roofs("GH100"));
+  EXPECT_NE(text.find("rmsnorm: Y = X·rstd·w"), std::string::npos) << text;
+  EXPECT_NE(text.find("T (M×N, 256.0 MiB) crosses HBM 2 times"), std::string::npos) << text;
+  EXPECT_NE(text.find("rstd (M, 128.0 KiB) crosses HBM 2 times"), std::string::npos) << text;
+  EXPECT_NE(text.find("the M×N output crosses HBM 3 times unfused, 1 time fused: "
+                      "2 crossings × 256.0 MiB = 512.0 MiB saved"),
             std::string::npos)
       << text;
 }

@@ -3,13 +3,18 @@
 //   fusekit explain linear    [--m --n --k] [--dtype]              default: the seeds' 4096³ f16
 //   fusekit explain attention [--batch --heads --seq --seq-k --head-dim --causal] [--dtype]
 //                                                                  default: one head at seq 8192
+//   fusekit explain rmsnorm|layernorm|add_rmsnorm|softmax [--rows --cols] [--dtype]
+//                                                       default: the bench's 32768×4096 bf16
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 
+#include "bench/norm.hpp"
 #include "fusekit/error.hpp"
 #include "fusekit/model/traffic.hpp"
 #include "tools/fusekit/commands.hpp"
@@ -18,6 +23,7 @@ namespace fusekit::tools {
 
 namespace {
 
+constexpr double kKilo = 1e3;
 constexpr double kMega = 1e6;
 constexpr double kMicro = 1e-6;
 constexpr double kMebi = 1024.0 * 1024.0;
@@ -51,7 +57,35 @@ auto model_call(Make make) {
 
 std::string times(int count) { return count == 1 ? "once" : fmt::format("{} times", count); }
 
-std::string decimal_bytes(double bytes) { return fmt::format("{:.1f} MB", bytes / kMega); }
+// NOTE: kB below a megabyte, so that a row statistic (a norm's rstd) does not print as 0.1 MB.
+std::string decimal_bytes(double bytes) {
+  return bytes < kMega ? fmt::format("{:.1f} kB", bytes / kKilo)
+                       : fmt::format("{:.1f} MB", bytes / kMega);
+}
+
+std::string values_text(std::int64_t values) {
+  const double count = static_cast<double>(values);
+  return count < kMega ? fmt::format("{} values", values)
+                       : fmt::format("{:.1f} million values", count / kMega);
+}
+
+// Bytes that `rung` still moves of the baseline's intermediates: one that a fused kernel keeps
+// as an output (add_rmsnorm's H, a norm's rstd) is written once.
+std::int64_t kept_bytes(const model::RungReport& base, const model::RungReport& rung) {
+  const auto intermediate = [&](const model::TensorAccess& a) {
+    return std::any_of(base.intermediates.begin(), base.intermediates.end(),
+                       [&](const model::Crossings& c) { return c.tensor == a.tensor; });
+  };
+  std::int64_t kept = 0;
+  for (const model::KernelReport& k : rung.kernels) {
+    for (const std::vector<model::TensorAccess>* accesses : {&k.reads, &k.writes}) {
+      for (const model::TensorAccess& a : *accesses) {
+        if (intermediate(a)) kept += a.bytes;
+      }
+    }
+  }
+  return kept;
+}
 
 // The seeds' sentences, in the seeds' units (decimal MB, millions), for this shape.
 std::string seeds_words(const model::Ladder& ladder, const model::Roofs& roofs) {
@@ -101,8 +135,7 @@ std::string seeds_words(const model::Ladder& ladder, const model::Roofs& roofs) 
       per_head = true;
     }
     const std::int64_t values = ladder.elements(t);
-    text += fmt::format("  {} holds {:.1f} million values", c.tensor,
-                        static_cast<double>(values) / kMega);
+    text += fmt::format("  {} holds {}", c.tensor, values_text(values));
     if (per_head) {
       const std::int64_t one = values / heads;
       text += fmt::format(" (per head {} = {:.1f} Mi)", one, static_cast<double>(one) / kMebi);
@@ -114,9 +147,20 @@ std::string seeds_words(const model::Ladder& ladder, const model::Roofs& roofs) 
   if (base.intermediates.size() > 1) {
     int crossings = 0;
     for (const model::Crossings& c : base.intermediates) crossings += c.count();
-    text +=
-        fmt::format("  the intermediates together: {} crossings, {}, all of it gone when fused\n",
-                    crossings, decimal_bytes(static_cast<double>(base.intermediate_bytes())));
+    std::vector<std::string> left;
+    for (std::size_t r = 1; r < rungs.size(); ++r) {
+      const std::int64_t kept = kept_bytes(base, rungs[r]);
+      if (kept > 0) {
+        left.push_back(
+            fmt::format("{} {}", rungs[r].name, decimal_bytes(static_cast<double>(kept))));
+      }
+    }
+    text += fmt::format("  the intermediates together: {} crossings, {}, ", crossings,
+                        decimal_bytes(static_cast<double>(base.intermediate_bytes())));
+    text += left.empty() ? "all of it gone when fused\n"
+                         : fmt::format("all but what the fused kernel writes as outputs gone "
+                                       "({} left)\n",
+                                       fmt::join(left, ", "));
   }
   return text;
 }
@@ -135,6 +179,12 @@ int explain_ladder(const model::Ladder& ladder, const ExplainOptions& o) {
 
 struct LinearArgs {
   std::int64_t m = kSeedSide, n = kSeedSide, k = kSeedSide;
+  ExplainOptions common;
+};
+
+struct RowOpArgs {
+  std::int64_t rows = bench::RowOpOptions{}.rows;
+  std::int64_t cols = bench::RowOpOptions{}.cols;
   ExplainOptions common;
 };
 
@@ -191,6 +241,23 @@ void add_explain_command(CLI::App& app, Commands& commands) {
          });
          return explain_ladder(ladder, attention->common);
        }});
+
+  for (const model::RowOp op : model::kRowOps) {
+    auto row = std::make_shared<RowOpArgs>();
+    row->common.dtype = dtype_name(bench::RowOpOptions{}.dtype);  // the bench's, not the seeds'
+    auto* sub = explain->add_subcommand(
+        std::string(model::row_op_name(op)),
+        fmt::format("{}: eager chain vs fused kernel", model::row_op_maths(op)));
+    sub->add_option("--rows", row->rows, "rows of X and Y")->capture_default_str();
+    sub->add_option("--cols", row->cols, "row length")->capture_default_str();
+    add_explain_options(sub, row->common);
+    commands.push_back({sub, [row, op] {
+                          const DType dtype = parse_dtype(row->common.dtype, "--dtype");
+                          const model::Ladder ladder = model_call(
+                              [&] { return model::row_ladder(op, row->rows, row->cols, dtype); });
+                          return explain_ladder(ladder, row->common);
+                        }});
+  }
 }
 
 }  // namespace fusekit::tools

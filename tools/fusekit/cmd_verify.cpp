@@ -1,5 +1,6 @@
 // fusekit verify <ladder>: the seeds' "confirm it actually fused", from hardware counters.
 //   fusekit verify linear [--m --n --k] [--dtype] [--json FILE] [--svg FILE] [--flush ...]
+//   fusekit verify rmsnorm|layernorm|add_rmsnorm|softmax [--rows --cols] [--dtype] [--json ...]
 // Each rung is validated first (outputs poisoned, run, checked against the CPU reference), then
 // run under the CUPTI Range Profiler with L2 swept before every kernel; the measured kernels are
 // set against the traffic model and judged: tensor cores used, DRAM traffic dropped by the
@@ -13,6 +14,7 @@
 #include <utility>
 
 #include "bench/linear.hpp"
+#include "bench/norm.hpp"
 #include "fusekit/error.hpp"
 #include "fusekit/runtime.hpp"
 #include "fusekit/verify.hpp"
@@ -53,6 +55,27 @@ std::pair<verify::ModelMatch, std::optional<model::RungReport>> model_for(
   return {verify::ModelMatch::None, std::nullopt};
 }
 
+// The model's std::invalid_argument (a bad extent or dtype) as the CLI's error type.
+template <class Make>
+model::Ladder model_call(Make make) {
+  try {
+    return make();
+  } catch (const std::invalid_argument& e) {
+    throw Error(ErrorKind::InvalidArgument, e.what());
+  }
+}
+
+// The bench's ladder for a row op of the model: both name the same four ops.
+bench::RowOp bench_row_op(model::RowOp op) {
+  switch (op) {
+    case model::RowOp::RmsNorm: return bench::RowOp::RmsNorm;
+    case model::RowOp::LayerNorm: return bench::RowOp::LayerNorm;
+    case model::RowOp::AddRmsNorm: return bench::RowOp::AddRmsNorm;
+    case model::RowOp::Softmax: return bench::RowOp::Softmax;
+  }
+  throw_invalid("row op", "rmsnorm, layernorm, add_rmsnorm or softmax", model::row_op_name(op));
+}
+
 void write_file(const std::string& path, const std::string& text, std::string_view option) {
   std::ofstream out(path);
   require(static_cast<bool>(out), option, "a writable file", path);
@@ -64,6 +87,43 @@ struct LinearArgs {
   std::string dtype = "bf16";
   VerifyOptions common;
 };
+
+struct RowOpArgs {
+  std::int64_t rows = bench::RowOpOptions{}.rows;
+  std::int64_t cols = bench::RowOpOptions{}.cols;
+  std::string dtype = std::string(dtype_name(bench::RowOpOptions{}.dtype));
+  VerifyOptions common;
+};
+
+// fusekit verify <row op>: the bench's eager chain and fused kernel, kernel for kernel against
+// model::row_ladder.
+void add_verify_row_op(CLI::App* verify, Commands& commands, model::RowOp op) {
+  auto args = std::make_shared<RowOpArgs>();
+  const std::string name(model::row_op_name(op));
+  auto* sub = verify->add_subcommand(
+      name, fmt::format("{}: the eager chain against the fused kernel", model::row_op_maths(op)));
+  sub->add_option("--rows", args->rows, "rows of X and Y")->capture_default_str();
+  sub->add_option("--cols", args->cols, "row length")->capture_default_str();
+  sub->add_option("--dtype", args->dtype, "bf16, f16 or f32")->capture_default_str();
+  add_verify_options(sub, args->common);
+  commands.push_back({sub, [args, op, name] {
+                        const DType dtype = parse_dtype(args->dtype, "--dtype");
+                        verify::parse_flush(args->common.flush, "--flush");
+                        const model::Ladder model_ladder = model_call(
+                            [&] { return model::row_ladder(op, args->rows, args->cols, dtype); });
+                        if (device_count() == 0) {
+                          return verify_without_device(model_ladder, "verify " + name);
+                        }
+                        bench::RowOpOptions options;
+                        options.op = bench_row_op(op);
+                        options.rows = args->rows;
+                        options.cols = args->cols;
+                        options.dtype = dtype;
+                        options.seed = args->common.seed;
+                        bench::LadderRun ladder = bench::make_row_op_ladder(options);
+                        return verify_ladder(ladder, model_ladder, args->common);
+                      }});
+}
 
 }  // namespace
 
@@ -170,12 +230,9 @@ void add_verify_command(CLI::App& app, Commands& commands) {
                         const bench::LinearShape shape{args->m.value_or(seed_shape.m),
                                                        args->n.value_or(seed_shape.n),
                                                        args->k.value_or(seed_shape.k)};
-                        model::Ladder model_ladder;
-                        try {
-                          model_ladder = model::linear_ladder(shape.m, shape.n, shape.k, dtype);
-                        } catch (const std::invalid_argument& e) {
-                          throw Error(ErrorKind::InvalidArgument, e.what());
-                        }
+                        const model::Ladder model_ladder = model_call([&] {
+                          return model::linear_ladder(shape.m, shape.n, shape.k, dtype);
+                        });
                         if (device_count() == 0) {
                           return verify_without_device(model_ladder, "verify linear");
                         }
@@ -186,6 +243,8 @@ void add_verify_command(CLI::App& app, Commands& commands) {
                         bench::LadderRun ladder = bench::make_linear_ladder(options);
                         return verify_ladder(ladder, model_ladder, args->common);
                       }});
+
+  for (const model::RowOp op : model::kRowOps) add_verify_row_op(verify, commands, op);
 }
 
 }  // namespace fusekit::tools

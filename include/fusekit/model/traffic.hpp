@@ -82,6 +82,26 @@ enum class Mask : std::uint8_t { None, Causal };
 // softmax S → P, pv → O) and "flash" (one kernel writing O and its f32 log-sum-exp).
 Ladder attention_ladder(const AttentionShape& shape, Mask mask, DType dtype);
 
+// The memory-bound row ops of bench/norm.hpp, per row of X[M,N]; w and b are [N] in `dtype`, the
+// per-row statistics (mean, rstd, max, sum) are f32 [M]. Rung "unfused" is the eager chain of
+// fusekit/eager_rows.hpp kernel for kernel, in the bench's order (verify maps the measured
+// kernels onto these by position); rung "fused" is the one fused kernel.
+//   rmsnorm     row_moments X → rstd; normalize X rstd → T; affine T w → Y
+//               fused norm_forward X w → Y rstd
+//   layernorm   row_moments X → mean rstd; normalize X mean rstd → T; affine T w b → Y
+//               fused norm_forward X w b → Y mean rstd
+//   add_rmsnorm add X R → H, then rmsnorm's chain on H
+//               fused add_norm_forward X R w → H Y rstd
+//   softmax     scale_mask X → S; row_max S → max; row_exp_sum S max → sum;
+//               exp_normalize S max sum → Y;  fused softmax_forward X → Y
+enum class RowOp : std::uint8_t { RmsNorm, LayerNorm, AddRmsNorm, Softmax };
+inline constexpr RowOp kRowOps[] = {RowOp::RmsNorm, RowOp::LayerNorm, RowOp::AddRmsNorm,
+                                    RowOp::Softmax};
+std::string_view row_op_name(RowOp op);   // "rmsnorm", "layernorm", "add_rmsnorm", "softmax"
+std::string_view row_op_maths(RowOp op);  // "Y = X·rstd·w, rstd = 1/√(mean(X²) + ε)"
+// Throws std::invalid_argument for rows or cols ≤ 0 or a dtype other than f32, f16 or bf16.
+Ladder row_ladder(RowOp op, std::int64_t rows, std::int64_t cols, DType dtype);
+
 // Who a tensor is to a rung: never written (input), written and never read again (output), or
 // written and read back (intermediate: with fusion it would stay on chip).
 enum class Role : std::uint8_t { Input, Output, Intermediate };
