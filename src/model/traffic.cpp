@@ -16,6 +16,7 @@ constexpr double kBiasFlopsPerElement = 1;
 // The tanh form is nearer ten operations, one of them on the SFU, which moves neither kernel
 // anywhere near the ridge; one keeps the model on the seeds' arithmetic.
 constexpr double kGeluFlopsPerElement = 1;
+constexpr double kResidualFlopsPerElement = 1;  // one add
 // NOTE: per score: running max, subtract, exp, sum, scale by 1/ℓ. The 1/√D scale rides in the
 // QKᵀ GEMM's alpha, and FlashAttention's per-block rescale of O is per row, not per score.
 constexpr double kSoftmaxFlopsPerScore = 5;
@@ -150,6 +151,35 @@ Ladder linear_ladder(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype
   const std::vector<Kernel> fused = {
       {"gemm_gelu_bias", gemm_flops, bias_flops + gelu_flops, {"X", "W", "b"}, {"Y"}}};
   for (std::string_view rung : kFusedLinearRungs) ladder.add_rung(std::string(rung), fused);
+  return ladder;
+}
+
+Ladder residual_ladder(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype) {
+  Ladder ladder = linear_ladder(m, n, k, dtype);
+  ladder.name = "residual";
+  ladder.maths = "Y = gelu(X·Wᵀ + b) + R";
+  // The linear ladder's Y becomes the GELU output T3; R is added to it.
+  for (auto& t : ladder.tensors)
+    if (t.name == "Y") t.name = "T3";
+  ladder.tensors.push_back({"R", {"M", "N"}, dtype});
+  ladder.tensors.push_back({"Y", {"M", "N"}, dtype});
+  const double outputs = static_cast<double>(m) * static_cast<double>(n);
+  const double gemm_flops = kFlopsPerMultiplyAdd * outputs * static_cast<double>(k);
+  const double epilogue_flops = (kBiasFlopsPerElement + kGeluFlopsPerElement) * outputs;
+  const double add_flops = kResidualFlopsPerElement * outputs;
+  const Kernel add{"add", 0, add_flops, {"T3", "R"}, {"Y"}};
+  ladder.rungs.clear();
+  ladder.add_rung(std::string(kUnfusedRung),
+                  {{"gemm", gemm_flops, 0, {"X", "W"}, {"T1"}},
+                   {"bias_add", 0, kBiasFlopsPerElement * outputs, {"T1", "b"}, {"T2"}},
+                   {"gelu", 0, kGeluFlopsPerElement * outputs, {"T2"}, {"T3"}},
+                   add});
+  // cuBLASLt has no residual epilogue: its best composition is GELU_BIAS, then an add kernel.
+  ladder.add_rung("cublaslt", {{"gemm_gelu_bias", gemm_flops, epilogue_flops, {"X", "W", "b"}, {"T3"}}, add});
+  const std::vector<Kernel> fused = {
+      {"gemm_gelu_bias_residual", gemm_flops, epilogue_flops + add_flops, {"X", "W", "b", "R"}, {"Y"}}};
+  for (std::string_view rung : kFusedLinearRungs)
+    if (rung != "cublaslt") ladder.add_rung(std::string(rung), fused);
   return ladder;
 }
 

@@ -411,3 +411,28 @@ TEST(Explain, RmsNormStatesTheCrossings) {
 
 }  // namespace
 }  // namespace fusekit::model
+
+namespace fusekit::model {
+namespace {
+
+TEST(ResidualLadder, CublasLtPaysOneExtraRoundTripAndTheFusedRungsNone) {
+  const Roofs roofs = datasheet_roofs("GH100");
+  const Ladder ladder = residual_ladder(4096, 4096, 4096, DType::BF16);
+  const std::int64_t mn_bytes = std::int64_t{4096} * 4096 * 2;
+  const RungReport unfused = analyze(ladder, ladder.rung("unfused"), roofs);
+  const RungReport cublaslt = analyze(ladder, ladder.rung("cublaslt"), roofs);
+  const RungReport hopper = analyze(ladder, ladder.rung("hopper"), roofs);
+  // Y written, and T1, T2, T3 each written and read back: 7 crossings of an M×N tensor.
+  EXPECT_EQ(unfused.output_crossings, 7);
+  // cuBLASLt's GELU output T3 is written and read back by the add: 3 crossings.
+  EXPECT_EQ(cublaslt.output_crossings, 3);
+  EXPECT_EQ(hopper.output_crossings, 1);
+  EXPECT_EQ(cublaslt.intermediate_bytes(), 2 * mn_bytes);
+  EXPECT_EQ(hopper.intermediate_bytes(), 0);
+  // The fused rung reads X, W, b, R once and writes Y once.
+  EXPECT_EQ(hopper.traffic.bytes(), 2 * (4096 * 4096 * 2 + 4096) + 2 * mn_bytes);
+  EXPECT_EQ(cublaslt.traffic.bytes() - hopper.traffic.bytes(), 2 * mn_bytes);
+}
+
+}  // namespace
+}  // namespace fusekit::model

@@ -216,33 +216,41 @@ void add_verify_command(CLI::App& app, Commands& commands) {
       "judge it against the traffic model");
   verify->require_subcommand(1);
 
-  auto args = std::make_shared<LinearArgs>();
-  auto* sub = verify->add_subcommand("linear", "Y = gelu(X·Wᵀ + b): every rung of the linear ladder");
-  const bench::LinearShape seed_shape = bench::kLinearShapes[0];
-  sub->add_option("--m", args->m, fmt::format("rows of X and Y (default {})", seed_shape.m));
-  sub->add_option("--n", args->n, fmt::format("columns of Y (default {})", seed_shape.n));
-  sub->add_option("--k", args->k, fmt::format("the reduced dimension (default {})", seed_shape.k));
-  sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
-  add_verify_options(sub, args->common);
-  commands.push_back({sub, [args, seed_shape] {
-                        const DType dtype = parse_dtype(args->dtype, "--dtype");
-                        verify::parse_flush(args->common.flush, "--flush");
-                        const bench::LinearShape shape{args->m.value_or(seed_shape.m),
-                                                       args->n.value_or(seed_shape.n),
-                                                       args->k.value_or(seed_shape.k)};
-                        const model::Ladder model_ladder = model_call([&] {
-                          return model::linear_ladder(shape.m, shape.n, shape.k, dtype);
-                        });
-                        if (device_count() == 0) {
-                          return verify_without_device(model_ladder, "verify linear");
-                        }
-                        bench::LinearOptions options;
-                        options.shape = shape;
-                        options.dtype = dtype;
-                        options.seed = args->common.seed;
-                        bench::LadderRun ladder = bench::make_linear_ladder(options);
-                        return verify_ladder(ladder, model_ladder, args->common);
-                      }});
+  for (const auto chain : {bench::LinearChain::BiasGelu, bench::LinearChain::BiasGeluResidual}) {
+    const bool residual = chain == bench::LinearChain::BiasGeluResidual;
+    const std::string name = residual ? "residual" : "linear";
+    auto args = std::make_shared<LinearArgs>();
+    auto* sub = verify->add_subcommand(
+        name, residual ? "Y = gelu(X·Wᵀ + b) + R: every rung of the residual ladder"
+                       : "Y = gelu(X·Wᵀ + b): every rung of the linear ladder");
+    const bench::LinearShape seed_shape = bench::kLinearShapes[0];
+    sub->add_option("--m", args->m, fmt::format("rows of X and Y (default {})", seed_shape.m));
+    sub->add_option("--n", args->n, fmt::format("columns of Y (default {})", seed_shape.n));
+    sub->add_option("--k", args->k, fmt::format("the reduced dimension (default {})", seed_shape.k));
+    sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
+    add_verify_options(sub, args->common);
+    commands.push_back({sub, [args, seed_shape, chain, residual, name] {
+                          const DType dtype = parse_dtype(args->dtype, "--dtype");
+                          verify::parse_flush(args->common.flush, "--flush");
+                          const bench::LinearShape shape{args->m.value_or(seed_shape.m),
+                                                         args->n.value_or(seed_shape.n),
+                                                         args->k.value_or(seed_shape.k)};
+                          const model::Ladder model_ladder = model_call([&] {
+                            return residual ? model::residual_ladder(shape.m, shape.n, shape.k, dtype)
+                                            : model::linear_ladder(shape.m, shape.n, shape.k, dtype);
+                          });
+                          if (device_count() == 0) {
+                            return verify_without_device(model_ladder, "verify " + name);
+                          }
+                          bench::LinearOptions options;
+                          options.shape = shape;
+                          options.chain = chain;
+                          options.dtype = dtype;
+                          options.seed = args->common.seed;
+                          bench::LadderRun ladder = bench::make_linear_ladder(options);
+                          return verify_ladder(ladder, model_ladder, args->common);
+                        }});
+  }
 
   for (const model::RowOp op : model::kRowOps) add_verify_row_op(verify, commands, op);
 }

@@ -69,6 +69,9 @@ struct Ladder {
 // linear: Y[M,N] = gelu(X[M,K]·W[N,K]ᵀ + b[N]); rungs "unfused" (gemm, bias_add, gelu) and
 // "cublaslt" (one gemm_gelu_bias kernel).
 Ladder linear_ladder(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype);
+// residual: Y[M,N] = gelu(X·Wᵀ + b) + R[M,N]; rungs "unfused" (gemm, bias_add, gelu, add),
+// "cublaslt" (gemm_gelu_bias, add) and one gemm_gelu_bias_residual kernel per Level-2 backend.
+Ladder residual_ladder(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype);
 
 struct AttentionShape {
   std::int64_t batch = 1;
