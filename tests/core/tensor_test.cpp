@@ -4,15 +4,12 @@
 
 #include "fusekit/dtype.hpp"
 #include "fusekit/error.hpp"
+#include "support/fake_pointer.hpp"
 
 namespace fusekit {
 namespace {
 
-// A non-null address that is never dereferenced: argument checks read no memory.
-void* fake_pointer() {
-  alignas(16) static char storage[16];
-  return storage;
-}
+using testing::fake_pointer;
 
 TEST(TensorView, ContiguousStridesAreRowMajor) {
   auto t = TensorView::contiguous(fake_pointer(), DType::BF16, {2, 3, 5});

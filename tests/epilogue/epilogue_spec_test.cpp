@@ -6,14 +6,12 @@
 #include "fusekit/error.hpp"
 #include "fusekit/reference/activation.hpp"
 #include "fusekit/reference/epilogue.hpp"
+#include "support/fake_pointer.hpp"
 
 namespace fusekit {
 namespace {
 
-void* fake_pointer() {
-  alignas(16) static char storage[16];
-  return storage;
-}
+using testing::fake_pointer;
 
 TEST(EpilogueSpec, PrintsComparesAndHashes) {
   const auto a = EpilogueSpec{}.scale(0.5f).bias().gelu_tanh().residual();

@@ -16,9 +16,13 @@
 #include "fusekit/reference/gemm.hpp"
 #include "fusekit/transfer.hpp"
 #include "support/gpu.hpp"
+#include "support/compare.hpp"
 
 namespace fusekit {
 namespace {
+
+using testing::rel_l2;
+using testing::to_matrix;
 
 using bench::tolerance;
 using reference::Matrix;
@@ -28,22 +32,6 @@ constexpr std::int64_t kPreactLdMultiple = 8;
 constexpr double kMaskZeroBand = 1e-2;
 
 std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
-
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double d = 0, r = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    d += (got[i] - want[i]) * (got[i] - want[i]);
-    r += want[i] * want[i];
-  }
-  return std::sqrt(d / std::max(r, 1e-300));
-}
-
-Matrix to_matrix(const TensorView& t) {
-  Matrix m(t.size(-2), t.size(-1));
-  m.data = download(t);
-  return m;
-}
 
 struct Case {
   std::int64_t m, n, k;

@@ -2,14 +2,12 @@
 
 #include "fusekit/error.hpp"
 #include "fusekit/gemm.hpp"
+#include "support/fake_pointer.hpp"
 
 namespace fusekit {
 namespace {
 
-void* fake_pointer() {
-  alignas(16) static char storage[16];
-  return storage;
-}
+using testing::fake_pointer;
 
 TEST(Epilogue, NamesRoundTripForAllSixteen) {
   EXPECT_EQ(std::size(kAllEpilogues), 16u);

@@ -17,9 +17,13 @@
 #include "fusekit/reference/norm.hpp"
 #include "fusekit/transfer.hpp"
 #include "support/gpu.hpp"
+#include "support/compare.hpp"
 
 namespace fusekit {
 namespace {
+
+using testing::rel_l2;
+using testing::to_matrix;
 
 constexpr float kEps = 1e-5f;
 // NOTE: mean and rstd are f32 results of sums over up to 262144 values.
@@ -48,22 +52,6 @@ struct Padded {
       : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
         view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
 };
-
-reference::Matrix to_matrix(const TensorView& t) {
-  reference::Matrix m(t.shape[0], t.shape[1]);
-  m.data = download(t);
-  return m;
-}
-
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double d = 0, r = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    d += (got[i] - want[i]) * (got[i] - want[i]);
-    r += want[i] * want[i];
-  }
-  return r == 0 ? std::sqrt(d) : std::sqrt(d / r);
-}
 
 bool supported(DType dt, std::int64_t n) {
   // NOTE: f32 rows longer than 131072 need more than the 8 CTAs of a portable cluster.

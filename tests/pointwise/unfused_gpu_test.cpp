@@ -10,19 +10,12 @@
 #include "fusekit/reference/activation.hpp"
 #include "fusekit/transfer.hpp"
 #include "support/gpu.hpp"
+#include "support/compare.hpp"
 
 namespace fusekit {
 namespace {
 
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double d = 0, r = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    d += (got[i] - want[i]) * (got[i] - want[i]);
-    r += want[i] * want[i];
-  }
-  return std::sqrt(d / r);
-}
+using testing::rel_l2;
 
 class UnfusedGpu : public ::testing::TestWithParam<DType> {};
 

@@ -18,9 +18,12 @@
 #include "fusekit/softmax.hpp"
 #include "fusekit/transfer.hpp"
 #include "support/gpu.hpp"
+#include "support/compare.hpp"
 
 namespace fusekit {
 namespace {
+
+using testing::rel_l2;
 
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
@@ -47,16 +50,6 @@ struct Padded {
       : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
         view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
 };
-
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double d = 0, r = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    d += (got[i] - want[i]) * (got[i] - want[i]);
-    r += want[i] * want[i];
-  }
-  return r == 0 ? std::sqrt(d) : std::sqrt(d / r);
-}
 
 // Random values in [-magnitude, magnitude], about 1 in 16 of them −∞, and row 1 entirely −∞.
 std::vector<double> random_logits(std::int64_t rows, std::int64_t n, double magnitude, std::uint64_t seed) {
