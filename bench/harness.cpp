@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <random>
 
 #include "fusekit/error.hpp"
 #include "fusekit/runtime.hpp"
@@ -127,6 +128,21 @@ std::string format_table(const std::vector<RungResult>& results) {
                                                            r.check.nonfinite));
   }
   return out;
+}
+
+std::vector<std::int64_t> rows_to_check(std::int64_t m, CheckScope scope, std::uint64_t seed) {
+  constexpr int kSampledRows = 16;
+  std::vector<std::int64_t> rows;
+  if (scope == CheckScope::AllRows || m <= kSampledRows) {
+    for (std::int64_t r = 0; r < m; ++r) rows.push_back(r);
+    return rows;
+  }
+  std::mt19937_64 rng(seed);
+  rows = {0, m - 1};
+  while (static_cast<int>(rows.size()) < kSampledRows) rows.push_back(static_cast<std::int64_t>(rng() % m));
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
 }
 
 double tolerance(DType output) {

@@ -84,6 +84,15 @@ std::vector<RungResult> run_ladder(LadderRun& ladder, const TimingOptions& optio
 nlohmann::json to_json(const RungResult& r);
 std::string format_table(const std::vector<RungResult>& results);
 
+enum class CheckScope : std::uint8_t {
+  SampledRows,  // a fixed number of random rows (always including the first and last)
+  AllRows,      // every row of every output (slow on the CPU for large shapes)
+};
+
+// The rows of an M-row output that a rung's check compares with the CPU reference: all of them,
+// or 16 drawn from `seed` including the first and the last, sorted.
+std::vector<std::int64_t> rows_to_check(std::int64_t m, CheckScope scope, std::uint64_t seed);
+
 // Relative-L2 bounds by output dtype for checks against a double reference.
 double tolerance(DType output);
 

@@ -19,7 +19,6 @@ namespace fusekit::bench {
 
 namespace {
 
-constexpr int kSampledRows = 16;
 // NOTE: W is drawn from U(−√(3/K), √(3/K)) so that X·Wᵀ has variance 1/3 whatever K is: the
 // GELU then works in its curved region instead of acting as the identity on huge values.
 constexpr double kUniformVarianceFactor = 3.0;
@@ -84,15 +83,7 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
   fill_uniform(s->bias, seed + 2, -1.0f, 1.0f);
 
   // The rows to check, and the reference for them (computed once, shared by every rung).
-  if (o.scope == CheckScope::AllRows || m <= kSampledRows) {
-    for (std::int64_t r = 0; r < m; ++r) s->rows.push_back(r);
-  } else {
-    std::mt19937_64 rng(seed);
-    s->rows = {0, m - 1};
-    while (static_cast<int>(s->rows.size()) < kSampledRows) s->rows.push_back(static_cast<std::int64_t>(rng() % m));
-    std::sort(s->rows.begin(), s->rows.end());
-    s->rows.erase(std::unique(s->rows.begin(), s->rows.end()), s->rows.end());
-  }
+  s->rows = rows_to_check(m, o.scope, seed);
   reference::GemmProblem p;
   p.a = reference::Matrix(m, k);
   p.a.data = download(s->x);

@@ -23,11 +23,6 @@ struct LinearShape {
 inline constexpr LinearShape kLinearShapes[] = {
     {4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 14336, 4096}, {16384, 4096, 4096}};
 
-enum class CheckScope : std::uint8_t {
-  SampledRows,  // a fixed number of random rows (always including the first and last)
-  AllRows,      // every row of every output (slow on the CPU for large shapes)
-};
-
 enum class LinearChain : std::uint8_t {
   BiasGelu,          // Y = gelu(X·Wᵀ + b)              ladder "linear"
   BiasGeluResidual,  // Y = gelu(X·Wᵀ + b) + R          ladder "residual"

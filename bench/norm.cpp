@@ -22,7 +22,6 @@ namespace fusekit::bench {
 
 namespace {
 
-constexpr int kSampledRows = 16;
 constexpr std::int64_t kSweepFirst = 512, kSweepLast = 262144;
 constexpr float kEps = 1e-5f;
 
@@ -115,15 +114,7 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
     s->sum = DeviceTensor(DType::F32, {m});
   }
 
-  if (o.scope == CheckScope::AllRows || m <= kSampledRows) {
-    for (std::int64_t r = 0; r < m; ++r) s->rows.push_back(r);
-  } else {
-    std::mt19937_64 rng(seed);
-    s->rows = {0, m - 1};
-    while (static_cast<int>(s->rows.size()) < kSampledRows) s->rows.push_back(static_cast<std::int64_t>(rng() % m));
-    std::sort(s->rows.begin(), s->rows.end());
-    s->rows.erase(std::unique(s->rows.begin(), s->rows.end()), s->rows.end());
-  }
+  s->rows = rows_to_check(m, o.scope, seed);
   const auto hx = sampled(s->x, s->rows);
   const auto hw = download(s->w), hb = download(s->b);
   switch (o.op) {

@@ -77,7 +77,9 @@ void check_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DType dt, Sh
   in.col_scale = download(cs);
   const auto want = reference::apply_epilogue(spec, acc, in);
   EXPECT_LE(rel_l2(download(d), want.out.data), bench::tolerance(dt)) << "D";
-  if (spec.uses(EpilogueOp::StoreAux)) EXPECT_LE(rel_l2(download(aux), want.aux.data), bench::tolerance(dt)) << "aux";
+  if (spec.uses(EpilogueOp::StoreAux)) {
+    EXPECT_LE(rel_l2(download(aux), want.aux.data), bench::tolerance(dt)) << "aux";
+  }
 }
 
 class FusedGemmPortable : public ::testing::TestWithParam<DType> {};
