@@ -10,56 +10,21 @@
 #include <nlohmann/json.hpp>
 
 #include "fusekit/model/traffic.hpp"
+#include "fusekit/units.hpp"
 
 namespace fusekit::model {
 
 namespace {
 
-constexpr double kSiStep = 1000;
-constexpr std::string_view kSiPrefixes[] = {"", "k", "M", "G", "T", "P", "E"};
-constexpr double kBinaryStep = 1024;
-constexpr std::string_view kBinaryUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+using units::seconds_text;
+using units::si;
 
-struct TimeUnit {
-  double per_second;
-  std::string_view name;
-};
-constexpr TimeUnit kTimeUnits[] = {{1, "s"}, {1e3, "ms"}, {1e6, "µs"}, {1e9, "ns"}};
+// Whole bytes print without a fraction ("512 B"), as the model counts them.
+std::string bytes_text(std::int64_t bytes) { return units::bytes_text(static_cast<double>(bytes)); }
 
 constexpr std::size_t kLeftAlignedColumns = 2;  // kernel name, reads → writes
 constexpr std::string_view kIndent = "  ";
 constexpr std::string_view kColumnGap = "  ";
-
-std::string si(double value, std::string_view unit) {
-  if (value == 0) return fmt::format("0 {}", unit);
-  std::size_t prefix = 0;
-  while (value >= kSiStep && prefix + 1 < std::size(kSiPrefixes)) {
-    value /= kSiStep;
-    ++prefix;
-  }
-  return fmt::format("{:.1f} {}{}", value, kSiPrefixes[prefix], unit);
-}
-
-std::string bytes_text(std::int64_t bytes) {
-  if (bytes < kBinaryStep) return fmt::format("{} B", bytes);
-  double value = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (value >= kBinaryStep && unit + 1 < std::size(kBinaryUnits)) {
-    value /= kBinaryStep;
-    ++unit;
-  }
-  return fmt::format("{:.1f} {}", value, kBinaryUnits[unit]);
-}
-
-std::string seconds_text(double seconds) {
-  for (const TimeUnit& unit : kTimeUnits) {
-    if (seconds * unit.per_second >= 1) {
-      return fmt::format("{:.1f} {}", seconds * unit.per_second, unit.name);
-    }
-  }
-  const TimeUnit& finest = kTimeUnits[std::size(kTimeUnits) - 1];
-  return fmt::format("{:.1f} {}", seconds * finest.per_second, finest.name);
-}
 
 std::string times(int count) { return count == 1 ? "1 time" : fmt::format("{} times", count); }
 

@@ -4,12 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "fusekit/units.hpp"
+
 namespace fusekit::verify::detail {
 
-std::string si(double value, const std::string& unit);  // "903.2 TFLOP/s", "0 B"
-std::string bytes_text(double bytes);                   // binary: "32.0 MiB"
-std::string seconds_text(double seconds);               // "152.1 µs"
-std::string count_text(double count);                   // "1.23M", "0"
+using units::bytes_text;
+using units::count_text;
+using units::seconds_text;
+using units::si;
 // A demangled kernel name without its return type, parameter list and namespaces:
 // "void fusekit::device::map2d_vector_kernel<__nv_bfloat16, (anonymous namespace)::GeluOp>(...)"
 // becomes "map2d_vector_kernel<__nv_bfloat16, GeluOp>".
