@@ -6,6 +6,7 @@
 #include <random>
 
 #include "fusekit/error.hpp"
+#include "fusekit/l2_sweep.hpp"
 #include "fusekit/runtime.hpp"
 
 namespace fusekit::bench {
@@ -18,10 +19,17 @@ constexpr int kL2FlushFactor = 2;
 constexpr int kFlushByte = 0x5A;
 }  // namespace
 
-L2Flusher::L2Flusher() : scratch_(current_device_info().l2_bytes * kL2FlushFactor) {}
+L2Flusher::L2Flusher()
+    : scratch_(current_device_info().l2_bytes * kL2FlushFactor),
+      sink_(sizeof(unsigned int)),
+      blocks_(current_device_info().sm_count * kL2SweepBlocksPerSm) {
+  check_cuda(cudaMemset(scratch_.data(), 0, scratch_.bytes()), "L2 flush buffer");
+}
 
 void L2Flusher::flush(cudaStream_t stream) {
-  check_cuda(cudaMemsetAsync(scratch_.data(), kFlushByte, scratch_.bytes(), stream), "L2 flush");
+  check_cuda(launch_l2_sweep(scratch_.data(), scratch_.bytes(), static_cast<unsigned int*>(sink_.data()), blocks_,
+                             stream),
+             "L2 flush");
 }
 
 Timing time_runs(const std::function<void(cudaStream_t)>& run, const TimingOptions& options, cudaStream_t stream,

@@ -27,7 +27,10 @@ struct Timing {
   int runs = 0;
 };
 
-// Evicts L2 by writing a buffer twice its size (outside the timed region).
+// Evicts L2 by reading a zeroed buffer twice its size (outside the timed region).
+// NOTE: reading, not writing: a written flush leaves L2 full of dirty lines, and the timed
+// kernel then pays for writing back up to 60 MB that are not its own (12% of a 512 MB
+// memory-bound run; docs/performance.md).
 class L2Flusher {
  public:
   L2Flusher();
@@ -35,6 +38,8 @@ class L2Flusher {
 
  private:
   DeviceBuffer scratch_;
+  DeviceBuffer sink_;
+  int blocks_ = 0;
 };
 
 Timing time_runs(const std::function<void(cudaStream_t)>& run, const TimingOptions& options, cudaStream_t stream,

@@ -7,7 +7,8 @@
 // Tensors are [rows, n] or [batch, rows, n] (the causal mask then applies per batch), unit
 // innermost stride, any row and batch stride, f32/f16/bf16 (x and y alike), math in f32. Rows of
 // 1 … 262144 elements (f32: 131072) on sm_90, where thread-block clusters split long rows
-// (16384 / 8192 on sm_80).
+// (32768 / 16384 on sm_80), for rows of whole 16-byte aligned vectors; a quarter of that for
+// other rows (odd lengths or strides), which take element-by-element kernels.
 #include <cstdint>
 
 #include <cuda_runtime_api.h>

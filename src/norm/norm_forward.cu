@@ -5,6 +5,7 @@
 #include <cuda_fp8.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "../row/row_launch.cuh"
 #include "fusekit/device/norm/norm_forward.cuh"
@@ -17,7 +18,8 @@ namespace {
 
 using device::NormForwardParams;
 using device::QuantScale;
-using Configs = device::OneTensorConfigs;
+template <class T, class Out>
+using NormConfig = std::conditional_t<std::is_same_v<T, Out>, device::OneTensorRows, device::QuantizingRows>;
 
 constexpr std::initializer_list<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16};
 
@@ -70,7 +72,6 @@ rows::RowShape validate(const NormForwardJob& job) {
 template <class T, class Out>
 void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t stream) {
   const NormForwardArgs& a = job.norm;
-  const device::RowPlan plan = rows::plan<Configs>("x", shape.n, a.x.dtype);
   const TensorView none;
   const TensorView& residual = job.residual ? *job.residual : none;
   const TensorView& residual_out = job.residual_out ? *job.residual_out : none;
@@ -88,19 +89,19 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   p.rows = shape.rows;
   p.rows_per_batch = shape.rows_per_batch;
   p.n = static_cast<int>(shape.n);
-  p.slice = plan.slice;
-  p.cluster = plan.cluster;
   p.eps = a.eps;
   p.kind = a.kind;
-  p.access = rows::access_for(kChunkElements, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
   p.quant = job.quant;
   if (job.quant == QuantScale::PerTensor) p.tensor_scale = static_cast<const float*>(job.scale->data);
   if (job.quant == QuantScale::PerRow) p.row_scale = static_cast<float*>(job.scale->data);
   if (job.amax) p.amax = static_cast<float*>(job.amax->data);
-  rows::with_config(Configs{}, plan.config, [&](auto config) {
-    using Config = decltype(config);
-    rows::launch<Config>(device::norm_forward_kernel<T, Out, Config>, plan, shape.rows, p, stream,
-                         "norm_forward_kernel");
+  const device::Access access =
+      rows::access_for(kChunkElements, shape.n, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
+  rows::with_access(access, [&](auto kAccess) {
+    using Config = rows::ConfigFor<NormConfig<T, Out>, kAccess>;
+    p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
+    rows::launch(device::norm_forward_kernel<T, Out, Config, kAccess>, p.layout, shape.rows, p, stream,
+                 "norm_forward_kernel");
   });
 }
 

@@ -39,10 +39,10 @@
 #include "cupti_status.hpp"
 #include "fusekit/buffer.hpp"
 #include "fusekit/error.hpp"
+#include "fusekit/l2_sweep.hpp"
 #include "fusekit/runtime.hpp"
 #include "fusekit/verify.hpp"
 #include "host_object.hpp"
-#include "l2_sweep.hpp"
 
 namespace fusekit::verify {
 
@@ -54,7 +54,6 @@ using detail::check_cupti;
 // sweep's lines nor the work's; 2× (the timing harness's factor, for a memset that dirties every
 // line) leaves a measurable remainder when the sweep only reads.
 constexpr std::size_t kSweepL2Multiple = 4;
-constexpr int kSweepBlocksPerSm = 8;
 constexpr std::size_t kActivityBufferBytes = std::size_t{8} << 20;
 constexpr std::size_t kActivityBufferAlignment = 8;
 constexpr std::size_t kSpareRanges = 16;  // counter data room beyond the traced kernel count
@@ -141,7 +140,7 @@ thread_local int t_runtime_launch_depth = 0;
 void sweep(SweepState& state, cudaStream_t stream) {
   t_launching_sweep = true;
   const cudaError_t status =
-      detail::launch_l2_sweep(state.buffer, state.bytes, state.sink, state.blocks, stream);
+      launch_l2_sweep(state.buffer, state.bytes, state.sink, state.blocks, stream);
   t_launching_sweep = false;
   if (status != cudaSuccess) {
     std::lock_guard lock(state.error_mutex);
@@ -321,7 +320,7 @@ struct Profiler::Impl {
 
   void sweep_now(cudaStream_t stream) {
     check_cuda(
-        detail::launch_l2_sweep(sweeps.buffer, sweeps.bytes, sweeps.sink, sweeps.blocks, stream),
+        launch_l2_sweep(sweeps.buffer, sweeps.bytes, sweeps.sink, sweeps.blocks, stream),
         "launch of the L2 sweep");
   }
 
@@ -512,7 +511,7 @@ Profiler::Profiler(Flush flush) : impl_(std::make_unique<Impl>()) {
     impl_->sweeps.buffer = impl_->sweep_buffer.data();
     impl_->sweeps.bytes = impl_->sweep_buffer.bytes();
     impl_->sweeps.sink = static_cast<unsigned int*>(impl_->sink.data());
-    impl_->sweeps.blocks = impl_->device.sm_count * kSweepBlocksPerSm;
+    impl_->sweeps.blocks = impl_->device.sm_count * kL2SweepBlocksPerSm;
     // NOTE: the first launch loads the sweep's module (lazy loading); do it here, not inside a
     // launch callback.
     impl_->sweep_now(nullptr);
@@ -556,7 +555,7 @@ std::vector<KernelCounters> Profiler::profile(const std::function<void(cudaStrea
     if (!i) return std::nullopt;
     return values[range][*i];
   };
-  auto is_sweep = [&](std::size_t i) { return records[i].name == detail::kL2SweepKernel; };
+  auto is_sweep = [&](std::size_t i) { return records[i].name == kL2SweepKernel; };
 
   std::vector<KernelCounters> kernels;
   for (std::size_t i = 0; i < records.size(); ++i) {

@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "fusekit/device/row/row_config.hpp"
 #include "fusekit/device/row/row_tile.cuh"
@@ -92,12 +93,26 @@ inline bool vector_aligned(const TensorView& t, std::size_t bytes) {
   return true;
 }
 
-// Vector when every tensor is aligned to its chunk (kChunkBytes of the compute dtype's elements).
-inline device::Access access_for(int chunk_elements, std::initializer_list<const TensorView*> tensors) {
+// Vector when every tensor is aligned to its chunk (kChunkBytes of the compute dtype's elements)
+// and rows of n elements are whole chunks.
+inline device::Access access_for(int chunk_elements, std::int64_t n, std::initializer_list<const TensorView*> tensors) {
+  if (n % chunk_elements != 0) return device::Access::Scalar;
   for (const TensorView* t : tensors)
     if (!vector_aligned(*t, static_cast<std::size_t>(chunk_elements) * t->element_size()))
       return device::Access::Scalar;
   return device::Access::Vector;
+}
+
+// The row config of a kernel family's `access` variant: Config itself for Vector, its
+// ScalarRows for Scalar.
+template <class Config, device::Access kAccess>
+using ConfigFor = std::conditional_t<kAccess == device::Access::Vector, Config, device::ScalarRows<Config>>;
+
+// Calls f(std::integral_constant<Access, access>{}): a kernel template's access as a constant.
+template <class F>
+void with_access(device::Access access, F&& f) {
+  if (access == device::Access::Vector) f(std::integral_constant<device::Access, device::Access::Vector>{});
+  else f(std::integral_constant<device::Access, device::Access::Scalar>{});
 }
 
 inline int max_cluster_ctas() {
@@ -105,46 +120,38 @@ inline int max_cluster_ctas() {
   return info.cc_major >= kClusterMinMajor ? device::kMaxClusterCtas : 1;
 }
 
-// The layout of rows of `n` elements of `dtype` from `List`, or an Unsupported error.
-template <class List>
-device::RowPlan plan(std::string_view arg, std::int64_t n, DType dtype) {
+// The layout of rows of `n` elements of `dtype` for kernels of `Config`, or an Unsupported error.
+template <class Config>
+device::RowLayout plan(std::string_view arg, std::int64_t n, DType dtype) {
   const int max_cluster = max_cluster_ctas();
   const auto element = static_cast<int>(dtype_size(dtype));
-  const device::RowPlan p = device::plan_rows<List>(n, element, max_cluster);
-  if (p.config < 0)
+  const device::RowLayout layout = device::plan_rows<Config>(n, element, max_cluster);
+  if (!layout.valid())
     throw Error(ErrorKind::Unsupported,
                 join(arg, ": row length expected <= " +
-                              std::to_string(device::max_row_length<List>(element, max_cluster)) + " for " +
+                              std::to_string(device::max_row_length<Config>(element, max_cluster)) + " for " +
                               std::string(dtype_name(dtype)) + " on this GPU" +
-                              (max_cluster == 1 ? " (no thread-block clusters before sm_90)" : "") +
-                              ", got " + std::to_string(n)));
-  return p;
+                              (max_cluster == 1 ? " (no thread-block clusters before sm_90)" : "") + ", got " +
+                              std::to_string(n)));
+  return layout;
 }
 
-// Calls f(Config{}) for the config at `index` of the list.
-template <template <class...> class ListTemplate, class... Configs, class F>
-void with_config(ListTemplate<Configs...>, int index, F&& f) {
-  int i = 0;
-  ((i++ == index ? (f(Configs{}), 0) : 0), ...);
-}
-
-// Launches kernel<<<row groups × cluster, Config::kBlockThreads>>>(params), as clusters of
-// `plan.cluster` CTAs when a row is split.
-template <class Config, class Params>
-void launch(void (*kernel)(Params), const device::RowPlan& plan, std::int64_t rows, const Params& params,
+// Launches kernel<<<row groups × cluster, layout's CTA>>>(params), as clusters of
+// `layout.cluster` CTAs when a row is split.
+template <class Params>
+void launch(void (*kernel)(Params), const device::RowLayout& layout, std::int64_t rows, const Params& params,
             cudaStream_t stream, std::string_view name) {
-  const std::int64_t groups = (rows + Config::kRowsPerBlock - 1) / Config::kRowsPerBlock;
-  const std::int64_t ctas = groups * plan.cluster;
-  require(ctas <= INT_MAX, join(name, " rows"), "at most " + std::to_string(INT_MAX / plan.cluster) + " CTAs' worth",
-          rows);
+  const std::int64_t row_groups = (rows + layout.rows_per_cta - 1) / layout.rows_per_cta;
+  const std::int64_t ctas = row_groups * layout.cluster;
+  require(ctas <= INT_MAX, join(name, " rows"), "fewer (the grid would exceed 2^31 - 1 CTAs)", rows);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(ctas));
-  config.blockDim = dim3(Config::kBlockThreads);
+  config.blockDim = dim3(static_cast<unsigned>(layout.block_threads()));
   config.stream = stream;
   cudaLaunchAttribute attribute{};
-  if (plan.cluster > 1) {
+  if (layout.cluster > 1) {
     attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(plan.cluster);
+    attribute.val.clusterDim.x = static_cast<unsigned>(layout.cluster);
     attribute.val.clusterDim.y = 1;
     attribute.val.clusterDim.z = 1;
     config.attrs = &attribute;

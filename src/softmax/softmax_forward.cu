@@ -13,26 +13,23 @@ namespace fusekit {
 
 namespace {
 
-using Configs = device::SoftmaxForwardConfigs;
 
 template <class T>
 void launch(const SoftmaxForwardArgs& a, const rows::RowShape& shape, cudaStream_t stream) {
-  const device::RowPlan plan = rows::plan<Configs>("x", shape.n, a.x.dtype);
   device::SoftmaxForwardParams p;
   p.x = rows::address(a.x);
   p.y = rows::address(a.y);
   p.rows = shape.rows;
   p.rows_per_batch = shape.rows_per_batch;
   p.n = static_cast<int>(shape.n);
-  p.slice = plan.slice;
-  p.cluster = plan.cluster;
   p.scale_log2 = a.scale * device::kLog2e;
   p.causal = a.causal;
-  p.access = rows::access_for(device::kChunkBytes / sizeof(T), {&a.x, &a.y});
-  rows::with_config(Configs{}, plan.config, [&](auto config) {
-    using Config = decltype(config);
-    rows::launch<Config>(device::softmax_forward_kernel<T, Config>, plan, shape.rows, p, stream,
-                         "softmax_forward_kernel");
+  const device::Access access = rows::access_for(device::kChunkBytes / sizeof(T), shape.n, {&a.x, &a.y});
+  rows::with_access(access, [&](auto kAccess) {
+    using Config = rows::ConfigFor<device::OneTensorRows, kAccess>;
+    p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
+    rows::launch(device::softmax_forward_kernel<T, Config, kAccess>, p.layout, shape.rows, p, stream,
+                 "softmax_forward_kernel");
   });
 }
 

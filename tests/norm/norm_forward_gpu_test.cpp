@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/harness.hpp"
+#include "fusekit/device/row/row_config.hpp"
 #include "fusekit/buffer.hpp"
 #include "fusekit/error.hpp"
 #include "fusekit/norm.hpp"
@@ -33,12 +34,15 @@ struct Shape {
   std::int64_t rows, n, ld;  // ld: row stride in elements (>= n)
 };
 
-// Row lengths that take every layout of device::OneTensorConfigs (bf16: warp ≤256, warp ≤1024,
-// CTA ≤4096, CTA ≤16384, cluster of 512×4, cluster of 512×8), odd ones (scalar tail), and padded
-// row strides (aligned and not).
-constexpr Shape kShapes[] = {{67, 128, 128},   {33, 200, 203},     {64, 1024, 1024},   {37, 1000, 1000},
-                             {16, 4096, 4104}, {9, 3001, 3001},    {4, 16384, 16384},  {3, 12347, 12350},
-                             {2, 65536, 65536}, {2, 131071, 131072}, {2, 262144, 262144}};
+// Row lengths that take every kind of layout (device::plan_rows; bf16): sub-warp groups of 1, 4
+// and 16 lanes with many rows per CTA (rows not a multiple of it), a warp, 64 threads (two rows
+// per CTA), 96 threads (three warps), full CTAs, clusters of 2, 4 and 8 CTAs (full and not);
+// odd lengths and padded row strides (aligned and not) take the element-by-element kernels,
+// also clustered (40001).
+constexpr Shape kShapes[] = {{5, 8, 8},           {67, 128, 128},    {33, 200, 203},     {64, 1024, 1024},
+                             {37, 1000, 1000},    {33, 2048, 2048},  {16, 4096, 4104},   {9, 3001, 3001},
+                             {4, 16384, 16384},   {3, 12347, 12350}, {3, 40000, 40000},  {2, 40001, 40008},
+                             {2, 65536, 65536},   {2, 131071, 131072}, {2, 262144, 262144}};
 
 struct Range {
   float lo, hi;
@@ -53,12 +57,17 @@ struct Padded {
         view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
 };
 
-bool supported(DType dt, std::int64_t n) {
-  // NOTE: f32 rows longer than 131072 need more than the 8 CTAs of a portable cluster.
-  constexpr std::int64_t kLongestF32 = 131072;
-  return dt != DType::F32 || n <= kLongestF32;
+// Whether the kernels of `Config` hold a row of shape s on this GPU (thread-block clusters of up
+// to 8 CTAs on sm_90): rows of whole aligned 16-byte chunks take Config, others its ScalarRows.
+template <class Config = device::OneTensorRows>
+bool supported(DType dt, const Shape& s) {
+  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxClusterCtas : 1;
+  const auto element = static_cast<int>(dtype_size(dt));
+  const std::int64_t chunk = device::kChunkBytes / element;
+  const bool vector = s.n % chunk == 0 && s.ld % chunk == 0;
+  return s.n <= (vector ? device::max_row_length<Config>(element, max_cluster)
+                        : device::max_row_length<device::ScalarRows<Config>>(element, max_cluster));
 }
-
 void expect_stats(const TensorView& mean, const TensorView& rstd, const reference::NormForward& want, NormKind kind) {
   const auto got_rstd = download(rstd);
   for (std::size_t r = 0; r < got_rstd.size(); ++r) {
@@ -90,7 +99,7 @@ TEST_P(NormForwardGpu, MatchesReferenceOnEveryLayout) {
   const float tiny = dt == DType::F16 ? 1e-3f : 1e-20f;
   const Range ranges[] = {{-2.0f, 2.0f}, {-huge, huge}, {-tiny, tiny}, {100.0f, 104.0f}};
   for (const Shape& s : kShapes) {
-    if (!supported(dt, s.n)) continue;
+    if (!supported(dt, s)) continue;
     for (std::size_t ri = 0; ri < std::size(ranges); ++ri) {
       const Range range = ranges[ri];
       const bool affine = ri % 2 == 0;
@@ -152,7 +161,7 @@ TEST_P(NormForwardGpu, ResidualAddThenNorm) {
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
   for (const Shape& s : kShapes) {
-    if (!supported(dt, s.n)) continue;
+    if (!supported(dt, s)) continue;
     for (const bool in_place : {false, true}) {
       SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (in_place ? " in place" : ""));
       Padded x(dt, s), residual(dt, s), residual_out(dt, s), y(dt, s);
@@ -190,7 +199,7 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
   constexpr double kE4m3Max = 448.0;
   for (const Shape& s : kShapes) {
-    if (!supported(dt, s.n)) continue;
+    if (!supported<device::QuantizingRows>(dt, s)) continue;
     SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld);
     Padded x(dt, s), q(DType::E4M3, s);
     DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), row_scale(DType::F32, {s.rows}), tensor_scale(DType::F32, {1}),

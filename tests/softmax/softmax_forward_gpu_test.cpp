@@ -31,18 +31,27 @@ struct Shape {
   std::int64_t rows, n, ld;
 };
 
-// Row lengths that take every layout of device::OneTensorConfigs, odd lengths, padded strides.
-constexpr Shape kShapes[] = {{67, 128, 128},    {33, 200, 203},     {64, 1024, 1024},  {37, 1000, 1000},
-                             {16, 4096, 4104},  {9, 3001, 3001},    {4, 16384, 16384}, {3, 12347, 12350},
-                             {2, 65536, 65536}, {2, 131071, 131072}, {2, 262144, 262144}};
+// Row lengths that take every kind of layout (device::plan_rows; bf16): sub-warp groups of 1, 4
+// and 16 lanes with many rows per CTA (rows not a multiple of it), a warp, 64 threads (two rows
+// per CTA), 96 threads (three warps), full CTAs, clusters of 2, 4 and 8 CTAs (full and not);
+// odd lengths and padded row strides (aligned and not) take the element-by-element kernels,
+// also clustered (40001).
+constexpr Shape kShapes[] = {{5, 8, 8},           {67, 128, 128},    {33, 200, 203},     {64, 1024, 1024},
+                             {37, 1000, 1000},    {33, 2048, 2048},  {16, 4096, 4104},   {9, 3001, 3001},
+                             {4, 16384, 16384},   {3, 12347, 12350}, {3, 40000, 40000},  {2, 40001, 40008},
+                             {2, 65536, 65536},   {2, 131071, 131072}, {2, 262144, 262144}};
 
-// The longest row softmax holds on chip (in a cluster of up to 8 CTAs on sm_90); longer rows get
-// an Unsupported error until the re-read pass for very long rows lands.
-bool supported(DType dt, std::int64_t n) {
+// Whether the kernels of `Config` hold a row of shape s on this GPU (thread-block clusters of up
+// to 8 CTAs on sm_90): rows of whole aligned 16-byte chunks take Config, others its ScalarRows.
+template <class Config = device::OneTensorRows>
+bool supported(DType dt, const Shape& s) {
   const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxClusterCtas : 1;
-  return n <= device::max_row_length<device::SoftmaxForwardConfigs>(static_cast<int>(dtype_size(dt)), max_cluster);
+  const auto element = static_cast<int>(dtype_size(dt));
+  const std::int64_t chunk = device::kChunkBytes / element;
+  const bool vector = s.n % chunk == 0 && s.ld % chunk == 0;
+  return s.n <= (vector ? device::max_row_length<Config>(element, max_cluster)
+                        : device::max_row_length<device::ScalarRows<Config>>(element, max_cluster));
 }
-
 struct Padded {
   DeviceBuffer buffer;
   TensorView view;
@@ -79,7 +88,7 @@ TEST_P(SoftmaxForwardGpu, MatchesReferenceOnEveryLayout) {
   constexpr Variant kVariants[] = {{4.0, 1.0f, Causal::No},   {4.0, 0.125f, Causal::Yes}, {3e4, 1.0f, Causal::No},
                                    {1e-20, 1.0f, Causal::Yes}, {2.0, -0.5f, Causal::No}};
   for (const Shape& s : kShapes) {
-    if (!supported(dt, s.n)) continue;
+    if (!supported(dt, s)) continue;
     for (std::size_t vi = 0; vi < std::size(kVariants); ++vi) {
       const Variant v = kVariants[vi];
       SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << " magnitude " << v.magnitude

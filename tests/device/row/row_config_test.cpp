@@ -1,5 +1,7 @@
-// The row layout planner: the smallest layout that holds a row wins, clusters only where a row
-// outgrows one CTA (and only where clusters exist), and each CTA's slice covers the row.
+// The row layout planner: the fewest threads that hold a row at the config's chunks per thread
+// (sub-warp lane groups for short rows, whole warps above), short rows packed into CTAs,
+// clusters only where a row outgrows one CTA (and only where clusters exist), and the CTAs'
+// slices cover the row with none empty.
 #include "fusekit/device/row/row_config.hpp"
 
 #include <gtest/gtest.h>
@@ -8,41 +10,78 @@ namespace fusekit::device {
 namespace {
 
 constexpr int kBf16 = 2, kF32 = 4;
+using One = OneTensorRows;  // 4 chunks per thread
+using Two = TwoTensorRows;  // 2 chunks per thread
 
-TEST(RowConfig, PicksTheSmallestLayoutThatHoldsTheRow) {
-  using L = OneTensorConfigs;
-  EXPECT_EQ(plan_rows<L>(128, kBf16, kMaxClusterCtas).config, 0);
-  EXPECT_EQ(plan_rows<L>(256, kBf16, kMaxClusterCtas).config, 0);
-  EXPECT_EQ(plan_rows<L>(257, kBf16, kMaxClusterCtas).config, 1);
-  EXPECT_EQ(plan_rows<L>(4096, kBf16, kMaxClusterCtas).config, 2);
-  EXPECT_EQ(plan_rows<L>(4096, kF32, kMaxClusterCtas).config, 3);
-  const RowPlan p = plan_rows<L>(4096, kBf16, kMaxClusterCtas);
-  EXPECT_EQ(p.cluster, 1);
+template <class Config>
+constexpr RowLayout plan(std::int64_t n, int element_bytes, int max_cluster) {
+  return plan_rows<Config>(n, element_bytes, max_cluster);
+}
+template <class Config>
+constexpr std::int64_t longest(int element_bytes, int max_cluster) {
+  return max_row_length<Config>(element_bytes, max_cluster);
+}
+
+TEST(RowConfig, ShortRowsShareAWarpAndACta) {
+  // bf16: 8 elements per chunk, so a thread of 4 chunks holds 32 elements.
+  const RowLayout one = plan<One>(8, kBf16, kMaxClusterCtas);
+  EXPECT_EQ(one.threads, 1);
+  EXPECT_EQ(one.rows_per_cta, kMinBlockThreads);
+  const RowLayout lanes = plan<One>(200, kBf16, kMaxClusterCtas);  // 25 chunks → 7 threads → 8 lanes
+  EXPECT_EQ(lanes.threads, 8);
+  EXPECT_EQ(lanes.rows_per_cta, 16);
+  EXPECT_EQ(lanes.block_threads(), kMinBlockThreads);
+  EXPECT_EQ(plan<One>(1024, kBf16, kMaxClusterCtas).threads, kWarpThreads);
+}
+
+TEST(RowConfig, LongerRowsTakeWholeWarpsSizedToTheRow) {
+  const RowLayout two_warps = plan<One>(2048, kBf16, kMaxClusterCtas);
+  EXPECT_EQ(two_warps.threads, 64);
+  EXPECT_EQ(two_warps.rows_per_cta, 2);
+  EXPECT_EQ(plan<One>(3001, kBf16, kMaxClusterCtas).threads, 96);  // 376 chunks → 94 → 3 warps
+  const RowLayout full = plan<One>(4096, kBf16, kMaxClusterCtas);
+  EXPECT_EQ(full.threads, 128);
+  EXPECT_EQ(full.rows_per_cta, 1);
+  EXPECT_EQ(full.cluster, 1);
+  EXPECT_EQ(full.slice, 4096);
+  EXPECT_EQ(plan<One>(4096, kF32, kMaxClusterCtas).threads, 256);
+  EXPECT_EQ(plan<Two>(4096, kBf16, kMaxClusterCtas).threads, 256);
+  EXPECT_EQ(plan<One>(32768, kBf16, kMaxClusterCtas).threads, kMaxRowThreads);
 }
 
 TEST(RowConfig, SplitsLongRowsOverClustersThatCoverThem) {
-  using L = OneTensorConfigs;
-  for (const std::int64_t n : {16385, 65536, 131071, 131072, 262144}) {
-    const RowPlan p = plan_rows<L>(n, kBf16, kMaxClusterCtas);
-    ASSERT_GE(p.config, 0) << n;
+  for (const std::int64_t n : {32769, 40000, 65536, 131071, 131072, 262144}) {
+    const RowLayout p = plan<One>(n, kBf16, kMaxClusterCtas);
+    ASSERT_TRUE(p.valid()) << n;
+    EXPECT_EQ(p.rows_per_cta, 1) << n;
+    EXPECT_LE(p.threads, kMaxRowThreads) << n;
+    EXPECT_EQ(p.threads % kWarpThreads, 0) << n;
     EXPECT_GE(std::int64_t{p.cluster} * p.slice, n) << n;
     EXPECT_LT(std::int64_t{p.cluster - 1} * p.slice, n) << n;  // no CTA without columns
     EXPECT_LE(p.cluster, kMaxClusterCtas) << n;
   }
-  EXPECT_EQ(plan_rows<L>(65536, kBf16, kMaxClusterCtas).config, 3);
-  EXPECT_EQ(plan_rows<L>(262144, kBf16, kMaxClusterCtas).config, 4);
-  EXPECT_EQ(plan_rows<L>(262145, kBf16, kMaxClusterCtas).config, -1);
-  EXPECT_EQ(plan_rows<L>(262144, kF32, kMaxClusterCtas).config, -1);
-  EXPECT_EQ(max_row_length<L>(kF32, kMaxClusterCtas), 131072);
+  EXPECT_EQ(plan<One>(40000, kBf16, kMaxClusterCtas).cluster, 2);
+  EXPECT_EQ(plan<One>(40000, kBf16, kMaxClusterCtas).threads, 640);  // 2500 chunks per CTA
+  EXPECT_EQ(plan<One>(262144, kBf16, kMaxClusterCtas).cluster, 8);
+  EXPECT_FALSE(plan<One>(262145, kBf16, kMaxClusterCtas).valid());
+  EXPECT_FALSE(plan<One>(262144, kF32, kMaxClusterCtas).valid());
+  EXPECT_EQ(longest<One>(kF32, kMaxClusterCtas), 131072);
+  EXPECT_EQ(longest<Two>(kBf16, kMaxClusterCtas), 131072);
 }
 
 TEST(RowConfig, WithoutClustersOneCtaHoldsTheRow) {
-  using L = OneTensorConfigs;
-  EXPECT_EQ(plan_rows<L>(16384, kBf16, 1).cluster, 1);
-  EXPECT_EQ(plan_rows<L>(16384, kBf16, 1).config, 3);
-  EXPECT_EQ(plan_rows<L>(16385, kBf16, 1).config, -1);  // the 512×8 layout is cluster-only
-  EXPECT_EQ(max_row_length<L>(kBf16, 1), 16384);
+  EXPECT_EQ(plan<One>(32768, kBf16, 1).cluster, 1);
+  EXPECT_FALSE(plan<One>(32769, kBf16, 1).valid());
+  EXPECT_EQ(longest<One>(kBf16, 1), 32768);
 }
+
+TEST(RowConfig, QuantizingNormsStopAt512ThreadsPerCta) {
+  EXPECT_EQ(plan<QuantizingRows>(16384, kBf16, kMaxClusterCtas).threads, kMaxRowThreads / 2);
+  EXPECT_EQ(plan<QuantizingRows>(16385, kBf16, kMaxClusterCtas).cluster, 2);
+  EXPECT_EQ(longest<QuantizingRows>(kBf16, kMaxClusterCtas), 131072);
+}
+
+TEST(RowConfig, EmptyRowsHaveNoLayout) { EXPECT_FALSE(plan<One>(0, kBf16, kMaxClusterCtas).valid()); }
 
 }  // namespace
 }  // namespace fusekit::device

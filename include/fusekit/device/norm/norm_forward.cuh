@@ -32,10 +32,10 @@ struct NormForwardParams {
   float* mean = nullptr;                    // per row; nullptr: not saved
   float* rstd = nullptr;
   std::int64_t rows = 0, rows_per_batch = 1;
-  int n = 0, slice = 0, cluster = 1;
+  int n = 0;
+  RowLayout layout;
   float eps = 0.0f;
   NormKind kind = NormKind::RmsNorm;
-  Access access = Access::Scalar;
   QuantScale quant = QuantScale::None;
   const float* tensor_scale = nullptr;  // PerTensor
   float* row_scale = nullptr;           // PerRow
@@ -43,13 +43,13 @@ struct NormForwardParams {
 };
 
 // y of chunk i (columns c … c + kElements): (h − mean)·rstd·w + b.
-template <class T, class Config>
+template <class T, class Config, Access kAccess>
 __device__ inline void affine_chunk(const RowTile<T, Config>& h, int i, int c, const NormForwardParams& p,
                                     float mean, float rstd, float (&y)[RowTile<T, Config>::kElements]) {
   constexpr int kE = RowTile<T, Config>::kElements;
   Pack<T, kE> w, b;
-  if (p.weight) w = load_pack<T, kE, Cache::Keep>(static_cast<const T*>(p.weight), c, p.n, p.access);
-  if (p.bias) b = load_pack<T, kE, Cache::Keep>(static_cast<const T*>(p.bias), c, p.n, p.access);
+  if (p.weight) w = load_pack<T, kE, Cache::Keep, kAccess>(static_cast<const T*>(p.weight), c, p.n);
+  if (p.bias) b = load_pack<T, kE, Cache::Keep, kAccess>(static_cast<const T*>(p.bias), c, p.n);
 #pragma unroll
   for (int e = 0; e < kE; ++e) {
     const float scale = p.weight ? Element<T>::load(w.e[e]) : 1.0f;
@@ -64,28 +64,30 @@ __device__ inline void atomic_max_nonnegative(float* address, float value) {
 }
 
 // One row (or this CTA's slice of it) per thread group.
-template <class T, class Out, class Config>
-__device__ inline void norm_forward_row(const NormForwardParams& p) {
+template <class T, class Out, class Config, Access kAccess>
+__device__ inline void norm_forward_row(const NormForwardParams& p, const RowPosition& at) {
   using Tile = RowTile<T, Config>;
   constexpr int kE = Tile::kElements;
-  const auto at = RowPosition<Config>::of(p.cluster, p.slice);
-  // NOTE: only warp-per-row layouts have rows past the end, and they reduce within the warp.
-  if (at.row >= p.rows) return;
+  // NOTE: a row past the end (the last group of packed short rows) holds no columns but still
+  // takes part in its CTA's barriers.
+  const bool live = at.row < p.rows;
+  const int n = live ? p.n : 0;
+  const std::int64_t row = at.address(p.rows);
 
   Tile h;
-  h.load(p.x.row<const T>(at.row, p.rows_per_batch), at.begin, p.n, at.t, p.access);
+  h.template load<kAccess>(p.x.row<const T>(row, p.rows_per_batch), at.slot, n);
   if (p.residual.data != nullptr) {
     // NOTE: the residual is added chunk by chunk, so a second tile never occupies registers.
-    const T* residual = p.residual.row<const T>(at.row, p.rows_per_batch);
-    T* residual_out = p.residual_out.row<T>(at.row, p.rows_per_batch);
+    const T* residual = p.residual.row<const T>(row, p.rows_per_batch);
+    T* residual_out = p.residual_out.row<T>(row, p.rows_per_batch);
 #pragma unroll
     for (int i = 0; i < Tile::kChunks; ++i) {
-      const int c = Tile::column(at.begin, i, at.t);
-      if (c >= p.n) continue;
-      const auto r = load_pack<T, kE, Cache::Stream>(residual, c, p.n, p.access);
+      const int c = Tile::column(at.slot, i);
+      if (c >= n) continue;
+      const auto r = load_pack<T, kE, Cache::Stream, kAccess>(residual, c, n);
 #pragma unroll
       for (int e = 0; e < kE; ++e) h.set(i, e, h.value(i, e) + Element<T>::load(r.e[e]));
-      store_pack<T, kE>(residual_out, c, p.n, p.access, h.chunk[i]);
+      store_pack<T, kE, kAccess>(residual_out, c, n, h.chunk[i]);
     }
   }
 
@@ -93,23 +95,23 @@ __device__ inline void norm_forward_row(const NormForwardParams& p) {
   float mean = 0.0f;
   if (p.kind == NormKind::LayerNorm) {
     float sum = 0.0f;
-    h.for_each(at.begin, p.n, at.t, [&](float v, int) { sum += v; });
-    mean = row_allreduce<Config, 0>(sum, SumOp{}, p.cluster) * inv_n;
+    h.template for_each<kAccess>(at.slot, n, [&](float v, int) { sum += v; });
+    mean = row_allreduce<0>(sum, SumOp{}, p.layout) * inv_n;
   }
   // NOTE: Σ(h − mean) rides along with Σ(h − mean)² in one reduction and corrects the first
   // mean's rounding (|mean|·ε·log n, which would dominate when |mean| ≫ spread).
   SumPair dev{0.0f, 0.0f};
-  h.for_each(at.begin, p.n, at.t, [&](float v, int) {
+  h.template for_each<kAccess>(at.slot, n, [&](float v, int) {
     dev.first += v - mean;
     dev.second += (v - mean) * (v - mean);
   });
-  dev = row_allreduce<Config, 1>(dev, SumPairOp{}, p.cluster);
+  dev = row_allreduce<1>(dev, SumPairOp{}, p.layout);
   const float shift = p.kind == NormKind::LayerNorm ? dev.first * inv_n : 0.0f;
   mean += shift;
   const float rstd = rsqrtf(fmaxf(dev.second * inv_n - shift * shift, 0.0f) + p.eps);
-  if (at.leader()) {
-    if (p.mean) p.mean[at.row] = mean;
-    if (p.rstd) p.rstd[at.row] = rstd;
+  if (live && at.leader()) {
+    if (p.mean) p.mean[row] = mean;
+    if (p.rstd) p.rstd[row] = rstd;
   }
 
   float inv_scale = 1.0f;
@@ -118,44 +120,44 @@ __device__ inline void norm_forward_row(const NormForwardParams& p) {
       float amax = 0.0f;
 #pragma unroll
       for (int i = 0; i < Tile::kChunks; ++i) {
-        const int c = Tile::column(at.begin, i, at.t);
-        if (c >= p.n) continue;
+        const int c = Tile::column(at.slot, i);
+        if (c >= n) continue;
         float y[kE];
-        affine_chunk(h, i, c, p, mean, rstd, y);
+        affine_chunk<T, Config, kAccess>(h, i, c, p, mean, rstd, y);
 #pragma unroll
         for (int e = 0; e < kE; ++e)
-          if (c + e < p.n) amax = fmaxf(amax, fabsf(y[e]));
+          if (c + e < n) amax = fmaxf(amax, fabsf(y[e]));
       }
-      amax = row_allreduce<Config, 2>(amax, MaxOp{}, p.cluster);
-      if (at.leader() && p.amax) atomic_max_nonnegative(p.amax, amax);
+      amax = row_allreduce<2>(amax, MaxOp{}, p.layout);
+      if (live && at.leader() && p.amax) atomic_max_nonnegative(p.amax, amax);
       if (p.quant == QuantScale::PerRow) {
         // NOTE: an all-zero row gets scale 1 (any scale represents it; 0 would not invert).
         const float scale = amax > 0.0f ? amax / kE4m3Max : 1.0f;
         inv_scale = 1.0f / scale;
-        if (at.leader()) p.row_scale[at.row] = scale;
+        if (live && at.leader()) p.row_scale[row] = scale;
       }
     }
     if (p.quant == QuantScale::PerTensor) inv_scale = 1.0f / *p.tensor_scale;
   }
 
-  Out* out = p.y.row<Out>(at.row, p.rows_per_batch);
+  Out* out = p.y.row<Out>(row, p.rows_per_batch);
 #pragma unroll
   for (int i = 0; i < Tile::kChunks; ++i) {
-    const int c = Tile::column(at.begin, i, at.t);
-    if (c >= p.n) continue;
+    const int c = Tile::column(at.slot, i);
+    if (c >= n) continue;
     float y[kE];
-    affine_chunk(h, i, c, p, mean, rstd, y);
+    affine_chunk<T, Config, kAccess>(h, i, c, p, mean, rstd, y);
     Pack<Out, kE> q;
 #pragma unroll
     for (int e = 0; e < kE; ++e) q.e[e] = Element<Out>::store(y[e] * inv_scale);
-    store_pack<Out, kE>(out, c, p.n, p.access, q);
+    store_pack<Out, kE, kAccess>(out, c, n, q);
   }
-  cluster_finish<Config>(p.cluster);
 }
 
-template <class T, class Out, class Config>
-__global__ void __launch_bounds__(Config::kBlockThreads, 1) norm_forward_kernel(const NormForwardParams p) {
-  if constexpr (layout_compiled<Config>()) norm_forward_row<T, Out, Config>(p);
+template <class T, class Out, class Config, Access kAccess>
+__global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_kernel(const NormForwardParams p) {
+  norm_forward_row<T, Out, Config, kAccess>(p, RowPosition::of(p.layout));
+  cluster_finish(p.layout);
 }
 
 }  // namespace fusekit::device

@@ -1,109 +1,96 @@
 #pragma once
-// How the row kernels (norms, softmax) lay a row over threads, and which layout a row length
-// takes. Pure constexpr C++: the host planner and the device kernels read the same table.
+// How the row kernels (norms, softmax) lay a row over threads. Pure constexpr C++: the host
+// planner and the device kernels read the same rules.
 //
 // A row (or, in a thread-block cluster, one CTA's slice of it) is held in registers: each of the
-// row's kThreadsPerRow threads owns kChunks 16-byte vectors, so x is read from memory once.
-// Rows longer than one CTA holds are split over a cluster of CTAs whose partial sums meet in
-// distributed shared memory (sm_90+); the row is still read once.
+// row's threads owns up to kChunks 16-byte vectors, so x is read from memory once. The number of
+// threads per row is chosen at run time from the row length, so every thread is (nearly) full:
+// a row of 1024 chunks gets 256 threads of 4 chunks, not a 512-thread layout half idle. Short
+// rows share a warp (sub-warp groups of 1 … 16 lanes) and several rows share a CTA; rows longer
+// than one 1024-thread CTA holds are split over a cluster of CTAs whose partial sums meet in
+// distributed shared memory (sm_90+). The row is still read once.
+//
+// NOTE: measured on the H200 (docs/performance.md), at 64 registers and one row group per CTA
+// (3.1 TB/s on 4096-long bf16 rows): staging later rows in a shared-memory ring with cp.async
+// (persistent CTAs, or batches of rows per CTA) was slower at every depth, and prefetching the
+// next wave's rows to L2 changed nothing, so the rows' bytes in flight are not what limits it.
 #include <algorithm>
 #include <cstdint>
 
 namespace fusekit::device {
 
 inline constexpr int kWarpThreads = 32;
-inline constexpr int kChunkBytes = 16;        // one 128-bit load or store per chunk
-inline constexpr int kWarpRowBlockThreads = 128;  // warp-per-row layouts run 4 rows per CTA
-inline constexpr int kMaxClusterCtas = 8;     // the portable cluster size limit
+inline constexpr int kChunkBytes = 16;      // one 128-bit load or store per chunk
+inline constexpr int kMaxRowThreads = 1024;  // the CTA size limit
+inline constexpr int kMinBlockThreads = 128;  // short rows are packed into CTAs of at least this
+inline constexpr int kMaxClusterCtas = 8;    // the portable cluster size limit
 
-enum class ClusterUse : std::uint8_t {
-  Never,    // one CTA (or one warp) per row
-  Allowed,  // one CTA per row, or a cluster of them on sm_90+
-  Only,     // only as a cluster (sm_90+): the layout for the longest rows
-};
-
-template <int kThreadsPerRow_, int kChunks_, ClusterUse kClusterUse_>
+// NOTE: the kernels are compiled for CTAs of up to kMaxThreads threads; at kMaxRowThreads that
+// caps them at 64 registers per thread, so 1024 threads per SM stay resident whatever the layout
+// (8 CTAs of 128 threads on a 4096-long bf16 row). At 113–139 registers (the earlier fixed
+// layouts) only 512 were, and the kernels reached 52% of DRAM bandwidth (docs/performance.md).
+template <int kChunks_, int kMaxThreads_ = kMaxRowThreads>
 struct RowConfig {
-  static constexpr int kThreadsPerRow = kThreadsPerRow_;
   static constexpr int kChunks = kChunks_;  // 16-byte vectors per thread (per tensor held)
-  static constexpr ClusterUse kClusterUse = kClusterUse_;
-  static constexpr int kMaxCluster = kClusterUse == ClusterUse::Never ? 1 : kMaxClusterCtas;  // CTAs per row
-  static constexpr int kBlockThreads = std::max(kThreadsPerRow, kWarpRowBlockThreads);
-  static constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
-  static constexpr int kCapacity = kThreadsPerRow * kChunks;  // chunks of a row one CTA holds
-  static_assert(kThreadsPerRow % kWarpThreads == 0, "a row is held by whole warps");
-  static_assert(kClusterUse == ClusterUse::Never || kRowsPerBlock == 1, "only CTA-per-row layouts form clusters");
+  static constexpr int kMaxThreads = kMaxThreads_;
+  static constexpr int kCapacity = kMaxThreads * kChunks;  // chunks one CTA holds
+  static_assert(kMaxThreads % kWarpThreads == 0 && kMaxThreads <= kMaxRowThreads, "whole warps, one CTA");
 };
 
-template <class... Configs>
-struct RowConfigList {
-  static constexpr int kCount = sizeof...(Configs);
-  static constexpr int kThreads[] = {Configs::kThreadsPerRow...};
-  static constexpr int kCapacity[] = {Configs::kCapacity...};
-  static constexpr int kMaxCluster[] = {Configs::kMaxCluster...};
-  static constexpr ClusterUse kClusterUse[] = {Configs::kClusterUse...};
+// Ops that hold one tensor of the row (norm and softmax forward): 16 data registers per thread.
+using OneTensorRows = RowConfig<4>;
+// Ops that hold two tensors of the row (the backward passes: x and dy, or y and dy): half the
+// chunks per tensor, so registers stay as in the forward.
+using TwoTensorRows = RowConfig<2>;
+// The fp8-quantizing norms: y twice (for the row's amax, then for the stores) with the weight
+// and bias loads of both passes live spilled at 64 registers, even at two chunks per thread;
+// CTAs of up to 512 threads allow 128.
+using QuantizingRows = RowConfig<4, kMaxRowThreads / 2>;
+
+// The element-by-element kernels (rows that are not whole aligned chunks) hold one chunk per
+// thread: their per-element bounds checks spilled at four chunks, even at 128 registers, and at
+// two (softmax on 16-bit types), so their rows are a quarter as long (65536 bf16, 32768 f32).
+template <class Config>
+using ScalarRows = RowConfig<1, Config::kMaxThreads>;
+
+// The run-time layout of a row over threads, CTAs and a cluster.
+struct RowLayout {
+  int threads = 0;       // per row: 1, 2, 4, 8, 16 (lanes of one warp) or a multiple of 32
+  int rows_per_cta = 1;  // > 1 only when threads < kMinBlockThreads
+  int cluster = 1;       // CTAs per row
+  int slice = 0;         // columns each CTA holds (threads · kChunks · elements per chunk)
+  constexpr bool valid() const { return threads > 0; }
+  constexpr int block_threads() const { return threads * rows_per_cta; }
 };
 
-// NOTE: ops that hold one tensor of the row (norm and softmax forward). The smallest layout that
-// holds the row wins, so short rows keep many rows in flight per SM; the 512×4 layout splits over
-// clusters before the 512×8 one is used, because two or three 512×4 CTAs share an SM
-// (overlapping one CTA's reductions with another's loads) where a 512×8 CTA is alone. No layout
-// has 1024 threads: that caps registers at 64, and the kernels want 80–120.
-// bf16 row lengths (f32: half): ≤256, ≤1024, ≤4096, ≤16384 (cluster: ≤131072), ≤262144 (sm_90+).
-using OneTensorConfigs =
-    RowConfigList<RowConfig<32, 1, ClusterUse::Never>, RowConfig<32, 4, ClusterUse::Never>,
-                  RowConfig<128, 4, ClusterUse::Never>, RowConfig<512, 4, ClusterUse::Allowed>,
-                  RowConfig<512, 8, ClusterUse::Only>>;
-
-// NOTE: softmax forward stops at the 512×4 cluster layout: at 512×8 it holds the row and its
-// running (max, sum) in more than the 128 registers a 512-thread CTA may have per thread, and
-// spilled 64 bytes per thread (check-resources). Rows past 131072 (bf16) need a re-read pass.
-using SoftmaxForwardConfigs =
-    RowConfigList<RowConfig<32, 1, ClusterUse::Never>, RowConfig<32, 4, ClusterUse::Never>,
-                  RowConfig<128, 4, ClusterUse::Never>, RowConfig<512, 4, ClusterUse::Allowed>>;
-
-// NOTE: ops that hold two tensors of the row (the backward passes: x and dy, or y and dy) take
-// half the chunks per tensor, so registers stay as in the forward.
-// bf16 row lengths (f32: half): ≤256, ≤512, ≤2048, ≤8192 (cluster: ≤65536), ≤131072 (sm_90+).
-using TwoTensorConfigs =
-    RowConfigList<RowConfig<32, 1, ClusterUse::Never>, RowConfig<32, 2, ClusterUse::Never>,
-                  RowConfig<128, 2, ClusterUse::Never>, RowConfig<512, 2, ClusterUse::Allowed>,
-                  RowConfig<512, 4, ClusterUse::Only>>;
-
-struct RowPlan {
-  int config = -1;  // index into the config list; -1: no layout holds the row
-  int cluster = 1;  // CTAs per row
-  int slice = 0;    // columns each CTA of a cluster holds (a multiple of the vector width)
-};
-
-// The layout of a row of `n` elements of `element_bytes` each: the first config that holds the
-// row in one CTA or, within `max_cluster`, in a cluster of them.
-template <class List>
-constexpr RowPlan plan_rows(std::int64_t n, int element_bytes, int max_cluster) {
+// The layout of rows of `n` elements of `element_bytes` each, for kernels of `Config`: the
+// fewest threads that hold the row at Config::kChunks chunks each, split over the fewest CTAs
+// (at most `max_cluster`). Invalid when the row does not fit.
+template <class Config>
+constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int max_cluster) {
   const int per_chunk = kChunkBytes / element_bytes;
   const std::int64_t chunks = (n + per_chunk - 1) / per_chunk;
-  for (int c = 0; c < List::kCount; ++c) {
-    if (max_cluster == 1 && List::kClusterUse[c] == ClusterUse::Only) continue;
-    const std::int64_t capacity = List::kCapacity[c];
-    const int cluster_limit = std::min(List::kMaxCluster[c], max_cluster);
-    if (chunks <= capacity * cluster_limit) {
-      const auto cluster = static_cast<int>(std::max<std::int64_t>(1, (chunks + capacity - 1) / capacity));
-      return {c, cluster, static_cast<int>(capacity * per_chunk)};
-    }
+  const std::int64_t cluster = (chunks + Config::kCapacity - 1) / Config::kCapacity;
+  if (n < 1 || cluster > max_cluster) return {};
+  const std::int64_t chunks_per_cta = (chunks + cluster - 1) / cluster;
+  const std::int64_t needed = (chunks_per_cta + Config::kChunks - 1) / Config::kChunks;
+  RowLayout layout;
+  if (needed <= kWarpThreads) {
+    layout.threads = 1;
+    while (layout.threads < needed) layout.threads *= 2;  // lanes of a warp: a power of two
+  } else {
+    layout.threads = static_cast<int>((needed + kWarpThreads - 1) / kWarpThreads * kWarpThreads);
   }
-  return {};
+  layout.rows_per_cta = std::max(1, kMinBlockThreads / layout.threads);
+  layout.cluster = static_cast<int>(cluster);
+  layout.slice = layout.threads * Config::kChunks * per_chunk;
+  return layout;
 }
 
-// The longest row a list holds, for error messages.
-template <class List>
+// The longest row a config holds, for error messages.
+template <class Config>
 constexpr std::int64_t max_row_length(int element_bytes, int max_cluster) {
-  std::int64_t longest = 0;
-  for (int c = 0; c < List::kCount; ++c)
-    if (max_cluster > 1 || List::kClusterUse[c] != ClusterUse::Only)
-      longest = std::max<std::int64_t>(longest, std::int64_t{List::kCapacity[c]} *
-                                                  std::min(List::kMaxCluster[c], max_cluster) *
-                                                  (kChunkBytes / element_bytes));
-  return longest;
+  return std::int64_t{Config::kCapacity} * max_cluster * (kChunkBytes / element_bytes);
 }
 
 }  // namespace fusekit::device

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "fusekit/device/row/row_config.hpp"
+#include "fusekit/device/row/row_tile.cuh"
 
 namespace fusekit::device {
 
@@ -55,81 +56,65 @@ __device__ inline SumPair shuffle_xor(const SumPair& v, int mask) {
   return {shuffle_xor(v.first, mask), shuffle_xor(v.second, mask)};
 }
 
-template <class V, class Op>
-__device__ inline V warp_allreduce(V v, Op op) {
+// The reduction of `v` over the row's threads (and its cluster's CTAs when the row is split).
+// Lanes: xor butterflies within aligned groups of `threads` lanes, so the rows that share a warp
+// reduce apart. Warps: each warp's partial through shared memory, combined by every thread of
+// the row in warp order. Each call site in a kernel takes its own kSlot, so its shared scratch
+// is its own and no trailing barrier is needed before the next reduction.
+template <int kSlot, class V, class Op>
+__device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
 #pragma unroll
-  for (int mask = kWarpThreads / 2; mask > 0; mask /= 2) v = op(v, shuffle_xor(v, mask));
-  return v;
-}
-
-// The reduction of `v` over the row's threads (and its cluster's CTAs when cluster > 1). Each
-// call site in a kernel takes its own kSlot, so its shared scratch is its own and no trailing
-// barrier is needed before the next reduction.
-template <class Config, int kSlot, class V, class Op>
-__device__ inline V row_allreduce(V v, Op op, int cluster) {
-  v = warp_allreduce(v, op);
-  if constexpr (Config::kThreadsPerRow > kWarpThreads) {
-    constexpr int kWarps = Config::kThreadsPerRow / kWarpThreads;
-    __shared__ V partial[kWarps];
-    if (threadIdx.x % kWarpThreads == 0) partial[threadIdx.x / kWarpThreads] = v;
+  for (int mask = kWarpThreads / 2; mask > 0; mask /= 2)
+    if (mask < layout.threads) v = op(v, shuffle_xor(v, mask));
+  if (layout.threads > kWarpThreads) {
+    __shared__ V partial[kMaxRowThreads / kWarpThreads];
+    const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+    if (threadIdx.x % kWarpThreads == 0) partial[warp] = v;
     __syncthreads();
-    v = partial[0];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) v = op(v, partial[w]);
+    const int warps = layout.threads / kWarpThreads;
+    const int first = warp - warp % warps;  // the row's warps are consecutive
+    v = partial[first];
+    for (int w = 1; w < warps; ++w) v = op(v, partial[first + w]);
   }
-  if constexpr (Config::kMaxCluster > 1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (cluster > 1) {
-      __shared__ V cta_total;
-      if (threadIdx.x == 0) cta_total = v;
-      auto ctas = cooperative_groups::this_cluster();
-      // NOTE: the barrier publishes every CTA's total (release/acquire) before any is read.
-      ctas.sync();
-      v = *ctas.map_shared_rank(&cta_total, 0);
-      for (int r = 1; r < cluster; ++r) v = op(v, *ctas.map_shared_rank(&cta_total, r));
-    }
-#endif
+  if (layout.cluster > 1) {
+    __shared__ V cta_total;
+    if (threadIdx.x == 0) cta_total = v;
+    auto ctas = cooperative_groups::this_cluster();
+    // NOTE: the barrier publishes every CTA's total (release/acquire) before any is read.
+    ctas.sync();
+    v = *ctas.map_shared_rank(&cta_total, 0);
+    for (int r = 1; r < layout.cluster; ++r) v = op(v, *ctas.map_shared_rank(&cta_total, r));
   }
+#endif
   return v;
 }
 
 // NOTE: a CTA's shared memory must outlive its peers' reads of it: every CTA of a cluster waits
 // here before it exits.
-template <class Config>
-__device__ inline void cluster_finish(int cluster) {
-  if constexpr (Config::kMaxCluster > 1) {
+__device__ inline void cluster_finish(const RowLayout& layout) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (cluster > 1) cooperative_groups::this_cluster().sync();
-#endif
-  }
-}
-
-// Whether this compilation of a kernel has a body: cluster-only layouts are never launched
-// before sm_90 (the planner skips them), so their sm_80 build is left empty.
-template <class Config>
-__device__ constexpr bool layout_compiled() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  return Config::kClusterUse != ClusterUse::Only;
-#else
-  return true;
+  if (layout.cluster > 1) cooperative_groups::this_cluster().sync();
 #endif
 }
 
-// Which row and which slice of it this thread holds.
-template <class Config>
+// Which row and which slice of it this thread holds: CTA (or cluster) g holds row group g.
 struct RowPosition {
-  std::int64_t row;  // may be >= rows in the last CTA of a warp-per-row layout
-  int t;             // thread within the row
-  int begin;         // first column of this CTA's slice
-  int cluster;       // CTAs per row
+  std::int64_t row;  // may be >= rows in the last CTA when rows share a CTA
+  RowSlot slot;
 
-  __device__ static RowPosition of(int cluster, int slice) {
-    const std::int64_t group = blockIdx.x / cluster;
-    const int rank = static_cast<int>(blockIdx.x - group * cluster);
-    return {group * Config::kRowsPerBlock + threadIdx.x / Config::kThreadsPerRow,
-            static_cast<int>(threadIdx.x % Config::kThreadsPerRow), rank * slice, cluster};
+  __device__ static RowPosition of(const RowLayout& layout) {
+    const auto block = static_cast<int>(blockIdx.x);
+    const int group = block / layout.cluster;
+    const int rank = block - group * layout.cluster;
+    const auto thread = static_cast<int>(threadIdx.x);
+    const int within = thread / layout.threads;
+    return {std::int64_t{group} * layout.rows_per_cta + within,
+            {rank * layout.slice, thread - within * layout.threads, layout.threads}};
   }
-  __device__ bool leader() const { return t == 0 && begin == 0; }
+  __device__ bool leader() const { return slot.t == 0 && slot.begin == 0; }
+  // The row's address index (a row past the end reads row 0 and writes nothing).
+  __device__ std::int64_t address(std::int64_t rows) const { return row < rows ? row : 0; }
 };
 
 }  // namespace fusekit::device

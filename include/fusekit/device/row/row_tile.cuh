@@ -2,9 +2,9 @@
 // A row's slice held in registers by the threads of a row layout (device/row/row_config.hpp),
 // and row addressing of rank-2 [rows, n] and rank-3 [batch, rows, n] tensors.
 //
-// Chunk i of thread t starts at column begin + (i·kThreadsPerRow + t)·V (V elements per 16
-// bytes), so each load instruction of a warp covers 512 contiguous bytes, and all kChunks loads
-// of a thread are issued before the first is used.
+// Chunk i of thread t starts at column begin + (i·threads + t)·V (V elements per 16 bytes, and
+// `threads` the row's threads), so each load instruction of a warp covers contiguous bytes, and
+// all kChunks loads of a thread are issued before the first is used.
 #include <cuda_fp8.h>
 
 #include <cstdint>
@@ -16,7 +16,11 @@
 namespace fusekit::device {
 
 // Vector: every pointer and row stride of the launch is 16-byte aligned (and 16-byte aligned
-// chunks of a narrower output); Scalar: element-by-element access, any alignment.
+// chunks of a narrower output) and the row length is a whole number of chunks, so a chunk is
+// either wholly inside the row or wholly past it; Scalar: element by element, any alignment and
+// length. A kernel is compiled for one of them.
+// NOTE: with both paths in one kernel, behind a run-time test per chunk, the scalar path's
+// registers pushed the norm kernels past 64 and they spilled.
 enum class Access : std::uint8_t { Vector, Scalar };
 
 // One tensor's rows: row r of batch b at data + b·batch_stride + r·row_stride (in elements).
@@ -44,9 +48,8 @@ struct Element {
 };
 template <>
 struct Element<__nv_fp8_e4m3> {
-  // NOTE: __nv_fp8_e4m3(float) saturates to ±448 (satfinite), as an fp8 GEMM input wants.
   __device__ static float load(__nv_fp8_e4m3 v) { return float(v); }
-  __device__ static __nv_fp8_e4m3 store(float v) { return __nv_fp8_e4m3(v); }
+  __device__ static __nv_fp8_e4m3 store(float v) { return float_to_e4m3(v); }
 };
 
 template <int kBytes> struct WordOf;
@@ -68,14 +71,20 @@ enum class Cache : std::uint8_t {
 };
 
 // Loads the kElements values at columns [c, c + kElements) of `row`; columns >= n read as 0.
-template <class T, int kElements, Cache kCache>
-__device__ inline Pack<T, kElements> load_pack(const T* row, int c, int n, Access access) {
+template <class T, int kElements, Cache kCache, Access kAccess>
+__device__ inline Pack<T, kElements> load_pack(const T* row, int c, int n) {
   using P = Pack<T, kElements>;
   P p;
-  if (access == Access::Vector && c + kElements <= n) {
+  if constexpr (kAccess == Access::Vector) {
     const auto* w = reinterpret_cast<const typename P::Word*>(row + c);
-    if constexpr (kCache == Cache::Stream) p.word = __ldcs(w);
-    else p.word = __ldg(w);
+    if (c >= n) {
+#pragma unroll
+      for (int e = 0; e < kElements; ++e) p.e[e] = Element<T>::store(0.0f);
+    } else if constexpr (kCache == Cache::Stream) {
+      p.word = __ldcs(w);
+    } else {
+      p.word = __ldg(w);
+    }
   } else {
 #pragma unroll
     for (int e = 0; e < kElements; ++e) p.e[e] = c + e < n ? row[c + e] : Element<T>::store(0.0f);
@@ -84,17 +93,27 @@ __device__ inline Pack<T, kElements> load_pack(const T* row, int c, int n, Acces
 }
 
 // Stores the columns of [c, c + kElements) that are < n.
-template <class T, int kElements>
-__device__ inline void store_pack(T* row, int c, int n, Access access, const Pack<T, kElements>& p) {
+template <class T, int kElements, Access kAccess>
+__device__ inline void store_pack(T* row, int c, int n, const Pack<T, kElements>& p) {
   using P = Pack<T, kElements>;
-  if (access == Access::Vector && c + kElements <= n) {
-    __stcs(reinterpret_cast<typename P::Word*>(row + c), p.word);
+  if constexpr (kAccess == Access::Vector) {
+    if (c < n) __stcs(reinterpret_cast<typename P::Word*>(row + c), p.word);
   } else {
 #pragma unroll
     for (int e = 0; e < kElements; ++e)
       if (c + e < n) row[c + e] = p.e[e];
   }
 }
+
+// Which columns a thread holds: chunk i starts at begin + (i·threads + t)·V.
+struct RowSlot {
+  int begin;    // first column of this CTA's slice
+  int t;        // thread within the row
+  int threads;  // threads per row
+
+  template <int kElements>
+  __device__ int column(int i) const { return begin + (i * threads + t) * kElements; }
+};
 
 template <class T, class Config>
 struct RowTile {
@@ -103,48 +122,43 @@ struct RowTile {
   using Chunk = Pack<T, kElements>;
   Chunk chunk[kChunks];
 
-  // First column of chunk i held by thread t of a slice that starts at column `begin`.
-  __device__ static int column(int begin, int i, int t) {
-    return begin + (i * Config::kThreadsPerRow + t) * kElements;
-  }
+  // First column of chunk i held by the thread at `slot`.
+  __device__ static int column(const RowSlot& slot, int i) { return slot.column<kElements>(i); }
 
-  __device__ void load(const T* row, int begin, int n, int t, Access access) {
+  template <Access kAccess>
+  __device__ void load(const T* row, const RowSlot& slot, int n) {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i)
-      chunk[i] = load_pack<T, kElements, Cache::Stream>(row, column(begin, i, t), n, access);
-  }
-
-  __device__ void store(T* row, int begin, int n, int t, Access access) const {
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) store_pack<T, kElements>(row, column(begin, i, t), n, access, chunk[i]);
+      chunk[i] = load_pack<T, kElements, Cache::Stream, kAccess>(row, column(slot, i), n);
   }
 
   __device__ float value(int i, int e) const { return Element<T>::load(chunk[i].e[e]); }
   __device__ void set(int i, int e, float v) { chunk[i].e[e] = Element<T>::store(v); }
 
   // f(value, column) for every held element of a column < n.
-  template <class F>
-  __device__ void for_each(int begin, int n, int t, F&& f) const {
+  template <Access kAccess, class F>
+  __device__ void for_each(const RowSlot& slot, int n, F&& f) const {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
-      const int c = column(begin, i, t);
+      const int c = column(slot, i);
+      if (kAccess == Access::Vector && c >= n) continue;  // a chunk is all in or all out
 #pragma unroll
       for (int e = 0; e < kElements; ++e)
-        if (c + e < n) f(value(i, e), c + e);
+        if (kAccess == Access::Vector || c + e < n) f(value(i, e), c + e);
     }
   }
 
   // Stores out[c + e] = f(i, e, c + e) for every held column < n, as Out elements, chunk by chunk.
-  template <class Out, class F>
-  __device__ void store_mapped(Out* row, int begin, int n, int t, Access access, F&& f) const {
+  template <class Out, Access kAccess, class F>
+  __device__ void store_mapped(Out* row, const RowSlot& slot, int n, F&& f) const {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
-      const int c = column(begin, i, t);
+      const int c = column(slot, i);
       if (c >= n) continue;
       Pack<Out, kElements> out;
 #pragma unroll
       for (int e = 0; e < kElements; ++e) out.e[e] = Element<Out>::store(f(i, e, c + e));
-      store_pack<Out, kElements>(row, c, n, access, out);
+      store_pack<Out, kElements, kAccess>(row, c, n, out);
     }
   }
 };

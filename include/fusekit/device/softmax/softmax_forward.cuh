@@ -18,10 +18,10 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 struct SoftmaxForwardParams {
   RowAddress x, y;
   std::int64_t rows = 0, rows_per_batch = 1;
-  int n = 0, slice = 0, cluster = 1;
+  int n = 0;
+  RowLayout layout;
   float scale_log2 = kLog2e;  // scale·log2(e)
   reference::Causal causal = reference::Causal::No;
-  Access access = Access::Scalar;
 };
 
 // The log2-domain logit of x at column c: −∞ for a −∞ input (whatever the sign of the scale) and
@@ -38,46 +38,46 @@ __device__ inline float shifted_logit2(float x, int c, int visible_end, float sc
 }
 
 // One row (or this CTA's slice of it) per thread group.
-template <class T, class Config>
-__device__ inline void softmax_forward_row(const SoftmaxForwardParams& p) {
+template <class T, class Config, Access kAccess>
+__device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const RowPosition& at) {
   using Tile = RowTile<T, Config>;
-  const auto at = RowPosition<Config>::of(p.cluster, p.slice);
-  // NOTE: only warp-per-row layouts have rows past the end, and they reduce within the warp.
-  if (at.row >= p.rows) return;
+  // NOTE: a row past the end (the last group of packed short rows) holds no columns but still
+  // takes part in its CTA's barriers.
+  const int n = at.row < p.rows ? p.n : 0;
+  const std::int64_t row = at.address(p.rows);
 
   Tile x;
-  x.load(p.x.row<const T>(at.row, p.rows_per_batch), at.begin, p.n, at.t, p.access);
+  x.template load<kAccess>(p.x.row<const T>(row, p.rows_per_batch), at.slot, n);
 
   // Bottom-right causal alignment: row i of a batch sees columns j <= i + (n − rows_per_batch).
   int visible_end = p.n;
   if (p.causal == reference::Causal::Yes) {
-    const auto i = static_cast<std::int64_t>(static_cast<std::uint32_t>(at.row) %
+    const auto i = static_cast<std::int64_t>(static_cast<std::uint32_t>(row) %
                                              static_cast<std::uint32_t>(p.rows_per_batch));
     const std::int64_t end = i + 1 + (p.n - p.rows_per_batch);
     visible_end = static_cast<int>(end < 0 ? 0 : (end > p.n ? p.n : end));
   }
 
   MaxSum part{-INFINITY, 0.0f};
-  x.for_each(at.begin, p.n, at.t,
-             [&](float v, int c) { part.max = fmaxf(part.max, logit2(v, c, visible_end, p.scale_log2)); });
+  x.template for_each<kAccess>(at.slot, n, [&](float v, int c) { part.max = fmaxf(part.max, logit2(v, c, visible_end, p.scale_log2)); });
   if (part.max != -INFINITY)
-    x.for_each(at.begin, p.n, at.t,
+    x.template for_each<kAccess>(at.slot, n,
                [&](float v, int c) { part.sum += exp2f(shifted_logit2(v, c, visible_end, p.scale_log2, part.max)); });
-  const MaxSum total = row_allreduce<Config, 0>(part, MaxSumOp{}, p.cluster);
+  const MaxSum total = row_allreduce<0>(part, MaxSumOp{}, p.layout);
 
   // NOTE: a fully masked row has no distribution; it is written as zeros.
   const bool empty = total.max == -INFINITY;
   const float inv_sum = empty ? 0.0f : 1.0f / total.sum;
   const float max = empty ? 0.0f : total.max;
-  x.store_mapped(p.y.row<T>(at.row, p.rows_per_batch), at.begin, p.n, at.t, p.access, [&](int i, int e, int c) {
+  x.template store_mapped<T, kAccess>(p.y.row<T>(row, p.rows_per_batch), at.slot, n, [&](int i, int e, int c) {
     return exp2f(shifted_logit2(x.value(i, e), c, visible_end, p.scale_log2, max)) * inv_sum;
   });
-  cluster_finish<Config>(p.cluster);
 }
 
-template <class T, class Config>
-__global__ void __launch_bounds__(Config::kBlockThreads, 1) softmax_forward_kernel(const SoftmaxForwardParams p) {
-  if constexpr (layout_compiled<Config>()) softmax_forward_row<T, Config>(p);
+template <class T, class Config, Access kAccess>
+__global__ void __launch_bounds__(Config::kMaxThreads, 1) softmax_forward_kernel(const SoftmaxForwardParams p) {
+  softmax_forward_row<T, Config, kAccess>(p, RowPosition::of(p.layout));
+  cluster_finish(p.layout);
 }
 
 }  // namespace fusekit::device

@@ -1,9 +1,9 @@
 // The L2 sweep: a read-only pass over a buffer several times the L2's size.
 #include <cstdint>
 
-#include "l2_sweep.hpp"
+#include "fusekit/l2_sweep.hpp"
 
-namespace fusekit::verify::detail {
+namespace fusekit {
 
 namespace {
 constexpr int kSweepThreads = 256;
@@ -32,4 +32,4 @@ cudaError_t launch_l2_sweep(const void* buffer, std::size_t bytes, unsigned int*
   return cudaGetLastError();
 }
 
-}  // namespace fusekit::verify::detail
+}  // namespace fusekit
