@@ -28,12 +28,17 @@ struct TokenShape {
   std::int64_t batch = 0, seqlen = 0, heads = 0, head_dim = 0;
 };
 
+// NOTE: not check::structure, whose strides must shrink outwards: BHSD storage seen as
+// [B, S, H, D] has a token stride below its head stride.
 TokenShape check_tokens(std::string_view arg, const TensorView& t, bool varlen) {
-  check::structure(arg, t);
+  check::not_null(arg, t);
   check::dtype(arg, t, {DType::BF16, DType::F16});
   const int rank = varlen ? 3 : 4;
   require(t.rank == rank, join(arg, " rank"),
           varlen ? "3 ([total, heads, head_dim], variable lengths)" : "4 ([batch, seqlen, heads, head_dim])", t.rank);
+  for (int d = 0; d < rank; ++d)
+    require(t.shape[d] >= 0, join(arg, " shape[" + std::to_string(d) + "]"), ">= 0", t.shape[d]);
+  require(t.stride(-1) == 1, join(arg, " innermost stride"), 1, t.stride(-1));
   check::aligned(arg, t, kVectorBytes);
   TokenShape s;
   s.batch = varlen ? 1 : t.size(0);
