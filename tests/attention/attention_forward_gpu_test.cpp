@@ -106,11 +106,13 @@ std::vector<std::int64_t> offsets(const std::vector<std::int64_t>& lengths) {
   return cu;
 }
 
-// A [B, S, H, D] view of device storage laid out as BSHD or BHSD.
+// A [B, S, H, D] view of device storage laid out as BSHD or BHSD. NOTE: fill, poison and
+// download take tensors whose strides shrink outwards, so they work on the storage.
 struct TokenTensor {
   DeviceTensor storage;
   TensorView view;
-  TokenTensor(DType dt, std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d, Layout layout) {
+  Layout layout;
+  TokenTensor(DType dt, std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d, Layout l) : layout(l) {
     if (layout == Layout::Bshd) {
       storage = DeviceTensor(dt, {b, s, h, d});
       view = storage.view();
@@ -120,6 +122,20 @@ struct TokenTensor {
     view = storage.view();
     view.shape = {b, s, h, d};
     view.strides = {h * s * d, d, s * d, 1};
+  }
+  // The elements in [B, S, H, D] order.
+  std::vector<double> download_bshd() const {
+    const auto stored = download(storage);
+    if (layout == Layout::Bshd) return stored;
+    const auto [b, s, h, d] = view.shape;
+    std::vector<double> out(stored.size());
+    for (std::int64_t bi = 0; bi < b; ++bi)
+      for (std::int64_t si = 0; si < s; ++si)
+        for (std::int64_t hi = 0; hi < h; ++hi)
+          for (std::int64_t di = 0; di < d; ++di)
+            out[static_cast<std::size_t>(((bi * s + si) * h + hi) * d + di)] =
+                stored[static_cast<std::size_t>(((bi * h + hi) * s + si) * d + di)];
+    return out;
   }
 };
 
@@ -165,10 +181,10 @@ TEST_P(AttentionForwardGpu, MatchesReference) {
     TokenTensor k(dt, b, sk, c.heads_kv, head_dim, c.layout), v(dt, b, sk, c.heads_kv, head_dim, c.layout);
     DeviceTensor lse = varlen ? DeviceTensor(DType::F32, {c.heads_q, total_q})
                               : DeviceTensor(DType::F32, {c.batch, c.heads_q, c.seqlen_q});
-    fill_uniform(q.view, seed, -kInputRange, kInputRange);
-    fill_uniform(k.view, seed + 1, -kInputRange, kInputRange);
-    fill_uniform(v.view, seed + 2, -1.0f, 1.0f);
-    poison(o.view);
+    fill_uniform(q.storage, seed, -kInputRange, kInputRange);
+    fill_uniform(k.storage, seed + 1, -kInputRange, kInputRange);
+    fill_uniform(v.storage, seed + 2, -1.0f, 1.0f);
+    poison(o.storage);
     poison(lse);
 
     AttentionForwardArgs args;
@@ -201,8 +217,8 @@ TEST_P(AttentionForwardGpu, MatchesReference) {
     check_cuda(cudaDeviceSynchronize(), "attention_forward");
 
     // The reference sees the inputs as the kernel did: rounded to the dtype.
-    const auto want = reference::attention_forward(prob, download(q.view), download(k.view), download(v.view));
-    const auto got_o = download(o.view);
+    const auto want = reference::attention_forward(prob, q.download_bshd(), k.download_bshd(), v.download_bshd());
+    const auto got_o = o.download_bshd();
     EXPECT_LE(rel_l2(got_o, want.o), bench::tolerance(dt));
     // LSE: [B, Hq, Sq] (fixed) or [Hq, total_q] (varlen); the reference's is [Hq, total_q].
     const auto got_lse = download(lse);
