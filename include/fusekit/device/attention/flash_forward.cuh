@@ -27,37 +27,42 @@ using portable::cp_async_wait;
 using portable::mma;
 using portable::MmaType;
 
-inline constexpr int kWarpRows = 16;  // query rows per warp: one m16n8k16 row block
-inline constexpr int kMmaN = 8, kMmaK = 16;
+inline constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;
 inline constexpr int kChunkElems = 8;     // 16-bit elements per 16-byte chunk
 inline constexpr int kSwizzleChunks = 8;  // 8 chunks × 16 B: one pass over the 32 banks
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr float kMinusInf = -INFINITY;
 
-// Tile shape per head dim. Registers per thread are about D/2 (O accumulators) + kBlockN/2 (S) +
-// addressing; Q fragments are re-read from shared memory at every k-step rather than held.
-//   D =  64, 128: 128×32 tile, 8 warps, 2 CTAs (16 warps) per SM, so at most 128 registers.
-//            ptxas -v (sm_80, sm_90a): 126-128 registers, no spills. kBlockN = 64 spilled
-//            (D = 128: 56 bytes at 128 registers; 212 registers without the cap, one CTA per SM).
-//            128 query rows per CTA halve the K/V traffic from L2 against 64 rows.
-//   D = 256: 64×64 tile, 4 warps, 96 KB of shared memory: 2 CTAs per SM, 255 registers, no
-//            spills; 128 query rows would need 8 warps at 255 registers, one CTA per SM.
+// Tile shape per head dim: kBlockM query rows × kBlockN keys, kWarpBlocksM m16 row blocks per
+// warp. Q fragments are re-read from shared memory at every k-step rather than held. Shared
+// memory bandwidth bounds this kernel: one ldmatrix.x4 moves 512 bytes per warp and one m16n8k16
+// mma does 4096 FLOP, so a K (or V) fragment that serves two m16 blocks instead of one halves
+// the bytes per mma. Measured on an H200 (2026-11-29), D = 128, S = 16384: one m16 block per warp
+// (8 warps, 128×32) gave 277 TFLOP/s against 343 for PyTorch's FlashAttention-2 backend.
+//   D =  64: 128×64, 4 warps × 2 blocks, 32 KB shared: 246 registers, 2 CTAs per SM.
+//   D = 128: 128×32, 4 warps × 2 blocks, 48 KB: 255 registers, no spills; kBlockN = 64 needs
+//            64 more registers of S than there are.
+//   D = 256: 64×64, 4 warps × 1 block, 96 KB: 255 registers (O alone takes 128); two blocks
+//            per warp would need 256 registers of O. 310 TFLOP/s at S = 16384 on the H200.
+// ptxas -v, sm_80 and sm_90a: no spills in any instantiation.
 template <int kHeadDim> struct FlashForwardTile;
 template <> struct FlashForwardTile<64> {
-  static constexpr int kBlockM = 128, kBlockN = 32, kMinBlocksPerSm = 2;
+  static constexpr int kBlockM = 128, kBlockN = 64, kWarpBlocksM = 2, kMinBlocksPerSm = 2;
 };
 template <> struct FlashForwardTile<128> {
-  static constexpr int kBlockM = 128, kBlockN = 32, kMinBlocksPerSm = 2;
+  static constexpr int kBlockM = 128, kBlockN = 32, kWarpBlocksM = 2, kMinBlocksPerSm = 2;
 };
 template <> struct FlashForwardTile<256> {
-  static constexpr int kBlockM = 64, kBlockN = 64, kMinBlocksPerSm = 2;
+  static constexpr int kBlockM = 64, kBlockN = 64, kWarpBlocksM = 1, kMinBlocksPerSm = 2;
 };
 
 template <int kHeadDim>
 struct FlashForwardShape {
   using Tile = FlashForwardTile<kHeadDim>;
   static constexpr int kBlockM = Tile::kBlockM, kBlockN = Tile::kBlockN;
+  static constexpr int kWarpBlocksM = Tile::kWarpBlocksM;  // m16 row blocks per warp
+  static constexpr int kWarpRows = kWarpBlocksM * kMmaM;   // query rows per warp
   static constexpr int kWarps = kBlockM / kWarpRows;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / kChunkElems;
@@ -135,23 +140,20 @@ template <int kHeadDim>
 struct SwizzledLane {
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kChunkBytes = kChunkElems * 2;
-  unsigned base[kSwizzleChunks / 2];
+  unsigned base;
 
-  __device__ __forceinline__ SwizzledLane(const void* smem_tile, int lane_row, int chunk_bit) {
-    const unsigned lane_base = static_cast<unsigned>(__cvta_generic_to_shared(smem_tile)) + lane_row * kRowBytes +
-                               kChunkBytes * (chunk_bit ^ (lane_row % kSwizzleChunks));
-#pragma unroll
-    for (int c = 0; c < kSwizzleChunks / 2; ++c) base[c] = lane_base ^ (kChunkBytes * 2 * c);
-  }
+  __device__ __forceinline__ SwizzledLane(const void* smem_tile, int lane_row, int chunk_bit)
+      : base(static_cast<unsigned>(__cvta_generic_to_shared(smem_tile)) + lane_row * kRowBytes +
+             kChunkBytes * (chunk_bit ^ (lane_row % kSwizzleChunks))) {}
   __device__ __forceinline__ unsigned at(int row_offset, int chunk) const {
     const int low = chunk % kSwizzleChunks;
-    return base[low / 2] + row_offset * kRowBytes + (chunk - low) * kChunkBytes;
+    return (base ^ (kChunkBytes * low)) + row_offset * kRowBytes + (chunk - low) * kChunkBytes;
   }
 };
 
 // One sequence's token range and the keys a query row may see.
 struct SequenceView {
-  std::int64_t q_begin = 0, k_begin = 0;  // offsets of the sequence in packed (varlen) tensors
+  int q_begin = 0, k_begin = 0;  // offsets of the sequence in packed (varlen) tensors (< 2^30 tokens)
   int seqlen_q = 0, seqlen_k = 0;
   int window_left = kNoLimit, window_right = kNoLimit;
 
@@ -165,8 +167,8 @@ __device__ __forceinline__ SequenceView sequence_view(const FlashForwardParams& 
   if (p.cu_seqlens_q != nullptr) {
     s.q_begin = p.cu_seqlens_q[batch];
     s.k_begin = p.cu_seqlens_k[batch];
-    s.seqlen_q = p.cu_seqlens_q[batch + 1] - static_cast<int>(s.q_begin);
-    s.seqlen_k = p.cu_seqlens_k[batch + 1] - static_cast<int>(s.k_begin);
+    s.seqlen_q = p.cu_seqlens_q[batch + 1] - s.q_begin;
+    s.seqlen_k = p.cu_seqlens_k[batch + 1] - s.k_begin;
   } else {
     s.seqlen_q = p.seqlen_q;
     s.seqlen_k = p.seqlen_k;
@@ -220,22 +222,31 @@ __global__ void __launch_bounds__(FlashForwardShape<kHeadDim>::kThreads, FlashFo
   cp_async_commit();
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  constexpr int kBlocksM = Shape::kWarpBlocksM, kWarpRows = Shape::kWarpRows;
   const int warp_row0 = warp * kWarpRows;
   // mma.sync fragment layout (PTX ISA, m16n8k16): this thread's accumulators sit in rows
-  // lane/4 and lane/4 + 8 of the warp's 16, columns 2·(lane%4) + {0, 1} of each n8 tile.
+  // lane/4 and lane/4 + 8 of each m16 block, columns 2·(lane%4) + {0, 1} of each n8 tile.
   const int frag_row = lane / 4, frag_col = 2 * (lane % 4);
   const int warp_first_row = m0 + warp_row0, warp_last_row = warp_first_row + kWarpRows - 1;
 
-  // lanes 0-15: rows 0-15 of the warp's Q at chunk 2ks; lanes 16-31: the same rows at 2ks + 1
+  // lanes 0-15: rows 0-15 of an m16 block of Q at chunk 2ks; lanes 16-31: the same rows at 2ks + 1
   const SwizzledLane<kHeadDim> lane_q(smem_q, warp_row0 + lane % 16, lane / 16);
   // matrices: (keys 0-7, d lo), (keys 0-7, d hi), (keys 8-15, d lo), (keys 8-15, d hi)
   const SwizzledLane<kHeadDim> lane_k(smem_k, (lane / 16) * kMmaN + lane % 8, (lane / 8) % 2);
   // matrices (transposed): (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
   const SwizzledLane<kHeadDim> lane_v(smem_v, ((lane / 8) % 2) * kMmaN + lane % 8, lane / 16);
 
-  float acc_o[Shape::kTileDs][4] = {};
-  float row_max[2] = {kMinusInf, kMinusInf};  // raw scores s (before scale_log2)
-  float row_sum[2] = {0.0f, 0.0f};            // this thread's part; the quad's sum is taken at the end
+  // Per m16 block mb and half h (rows lane/4 + 8h): O, the running max of the raw scores (before
+  // scale_log2) and this thread's part of the running sum (the quad's is taken at the end).
+  float acc_o[kBlocksM][Shape::kTileDs][4] = {};
+  float row_max[kBlocksM][2], row_sum[kBlocksM][2];
+#pragma unroll
+  for (int mb = 0; mb < kBlocksM; ++mb)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row_max[mb][h] = kMinusInf;
+      row_sum[mb][h] = 0.0f;
+    }
 
   for (int n_block = n_begin; n_block < n_end; ++n_block) {
     const int n0 = n_block * kBlockN;
@@ -246,18 +257,23 @@ __global__ void __launch_bounds__(FlashForwardShape<kHeadDim>::kThreads, FlashFo
                                                seq.seqlen_k - n0);
     cp_async_commit();
 
-    // S = Q·Kᵀ for this warp's 16 rows and the tile's kBlockN keys.
-    float acc_s[Shape::kTileNs][4] = {};
+    // S = Q·Kᵀ for the warp's rows and the tile's kBlockN keys; each K fragment serves every m16
+    // block of the warp.
+    float acc_s[kBlocksM][Shape::kTileNs][4] = {};
 #pragma unroll
     for (int ks = 0; ks < kHeadDim / kMmaK; ++ks) {
-      unsigned frag_q[4];
-      ldmatrix_x4(frag_q, lane_q.at(0, 2 * ks));
+      unsigned frag_q[kBlocksM][4];
+#pragma unroll
+      for (int mb = 0; mb < kBlocksM; ++mb) ldmatrix_x4(frag_q[mb], lane_q.at(mb * kMmaM, 2 * ks));
 #pragma unroll
       for (int j = 0; j < Shape::kTileNs / 2; ++j) {
         unsigned frag_k[4];
         ldmatrix_x4(frag_k, lane_k.at(j * kMmaK, 2 * ks));
-        mma<kBf16>(acc_s[2 * j], frag_q, frag_k[0], frag_k[1]);
-        mma<kBf16>(acc_s[2 * j + 1], frag_q, frag_k[2], frag_k[3]);
+#pragma unroll
+        for (int mb = 0; mb < kBlocksM; ++mb) {
+          mma<kBf16>(acc_s[mb][2 * j], frag_q[mb], frag_k[0], frag_k[1]);
+          mma<kBf16>(acc_s[mb][2 * j + 1], frag_q[mb], frag_k[2], frag_k[3]);
+        }
       }
     }
 
@@ -273,74 +289,88 @@ __global__ void __launch_bounds__(FlashForwardShape<kHeadDim>::kThreads, FlashFo
 
     if (p.softcap_scale != 0.0f) {
 #pragma unroll
-      for (int t = 0; t < Shape::kTileNs; ++t)
+      for (int mb = 0; mb < kBlocksM; ++mb)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[t][e] = tanhf(acc_s[t][e] * p.softcap_scale);
+        for (int t = 0; t < Shape::kTileNs; ++t)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc_s[mb][t][e] = tanhf(acc_s[mb][t][e] * p.softcap_scale);
     }
     // Only tiles that cross a row's visible key range pay for the mask (warp-uniform test).
     const bool tile_visible_to_all = n0 >= seq.first_key(warp_last_row) && n0 + kBlockN - 1 <= seq.last_key(warp_first_row);
     if (!tile_visible_to_all) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = warp_first_row + frag_row + half * 8;
-        const int lo = seq.first_key(row), hi = seq.last_key(row);
+      for (int mb = 0; mb < kBlocksM; ++mb)
 #pragma unroll
-        for (int t = 0; t < Shape::kTileNs; ++t)
+        for (int h = 0; h < 2; ++h) {
+          const int row = warp_first_row + mb * kMmaM + frag_row + h * 8;
+          const int lo = seq.first_key(row), hi = seq.last_key(row);
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = n0 + t * kMmaN + frag_col + e;
-            if (key < lo || key > hi) acc_s[t][2 * half + e] = kMinusInf;
-          }
-      }
+          for (int t = 0; t < Shape::kTileNs; ++t)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = n0 + t * kMmaN + frag_col + e;
+              if (key < lo || key > hi) acc_s[mb][t][2 * h + e] = kMinusInf;
+            }
+        }
     }
 
     // Online softmax per row: m_new = max(m_old, max_j s), α = 2^((m_old − m_new)·c),
     // p = 2^(s·c − m_new·c) with c = scale·log2(e) (one FFMA per score).
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float tile_max = row_max[half];
+    for (int mb = 0; mb < kBlocksM; ++mb)
 #pragma unroll
-      for (int t = 0; t < Shape::kTileNs; ++t)
-        tile_max = fmaxf(tile_max, fmaxf(acc_s[t][2 * half], acc_s[t][2 * half + 1]));
-      // the four lanes of a quad hold one row
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      // NOTE: a row that has seen no visible key keeps max −∞; subtracting 0 then gives p = 0
-      // and α = 0 instead of exp2(−∞ + ∞) = NaN.
-      const float max_scaled = tile_max == kMinusInf ? 0.0f : tile_max * p.scale_log2;
-      const float alpha = fast_exp2(row_max[half] * p.scale_log2 - max_scaled);
-      row_max[half] = tile_max;
-      float sum = 0.0f;
+      for (int h = 0; h < 2; ++h) {
+        float tile_max = row_max[mb][h];
 #pragma unroll
-      for (int t = 0; t < Shape::kTileNs; ++t)
+        for (int t = 0; t < Shape::kTileNs; ++t)
+          tile_max = fmaxf(tile_max, fmaxf(acc_s[mb][t][2 * h], acc_s[mb][t][2 * h + 1]));
+        // the four lanes of a quad hold one row
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        // NOTE: a row that has seen no visible key keeps max −∞; subtracting 0 then gives p = 0
+        // and α = 0 instead of exp2(−∞ + ∞) = NaN.
+        const float max_scaled = tile_max == kMinusInf ? 0.0f : tile_max * p.scale_log2;
+        const float alpha = fast_exp2(row_max[mb][h] * p.scale_log2 - max_scaled);
+        row_max[mb][h] = tile_max;
+        float sum = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& s = acc_s[t][2 * half + e];
-          s = fast_exp2(fmaf(s, p.scale_log2, -max_scaled));
-          sum += s;
+        for (int t = 0; t < Shape::kTileNs; ++t)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = acc_s[mb][t][2 * h + e];
+            x = fast_exp2(fmaf(x, p.scale_log2, -max_scaled));
+            sum += x;
+          }
+        row_sum[mb][h] = row_sum[mb][h] * alpha + sum;
+#pragma unroll
+        for (int d = 0; d < Shape::kTileDs; ++d) {
+          acc_o[mb][d][2 * h] *= alpha;
+          acc_o[mb][d][2 * h + 1] *= alpha;
         }
-      row_sum[half] = row_sum[half] * alpha + sum;
-#pragma unroll
-      for (int d = 0; d < Shape::kTileDs; ++d) {
-        acc_o[d][2 * half] *= alpha;
-        acc_o[d][2 * half + 1] *= alpha;
       }
-    }
 
     // O += P·V: P's accumulator layout is the A-operand layout of the next mma, so the n8 tiles
-    // 2kk and 2kk + 1 of S become the 16-key slice kk of P without leaving registers.
+    // 2kk and 2kk + 1 of S become the 16-key slice kk of P without leaving registers; each V
+    // fragment serves every m16 block of the warp.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / kMmaK; ++kk) {
-      const unsigned frag_p[4] = {pack2<T>(acc_s[2 * kk][0], acc_s[2 * kk][1]),
-                                  pack2<T>(acc_s[2 * kk][2], acc_s[2 * kk][3]),
-                                  pack2<T>(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1]),
-                                  pack2<T>(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3])};
+      unsigned frag_p[kBlocksM][4];
+#pragma unroll
+      for (int mb = 0; mb < kBlocksM; ++mb) {
+        frag_p[mb][0] = pack2<T>(acc_s[mb][2 * kk][0], acc_s[mb][2 * kk][1]);
+        frag_p[mb][1] = pack2<T>(acc_s[mb][2 * kk][2], acc_s[mb][2 * kk][3]);
+        frag_p[mb][2] = pack2<T>(acc_s[mb][2 * kk + 1][0], acc_s[mb][2 * kk + 1][1]);
+        frag_p[mb][3] = pack2<T>(acc_s[mb][2 * kk + 1][2], acc_s[mb][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int j = 0; j < Shape::kTileDs / 2; ++j) {
         unsigned frag_v[4];
         ldmatrix_x4_trans(frag_v, lane_v.at(kk * kMmaK, 2 * j));
-        mma<kBf16>(acc_o[2 * j], frag_p, frag_v[0], frag_v[1]);
-        mma<kBf16>(acc_o[2 * j + 1], frag_p, frag_v[2], frag_v[3]);
+#pragma unroll
+        for (int mb = 0; mb < kBlocksM; ++mb) {
+          mma<kBf16>(acc_o[mb][2 * j], frag_p[mb], frag_v[0], frag_v[1]);
+          mma<kBf16>(acc_o[mb][2 * j + 1], frag_p[mb], frag_v[2], frag_v[3]);
+        }
       }
     }
   }
@@ -350,26 +380,28 @@ __global__ void __launch_bounds__(FlashForwardShape<kHeadDim>::kThreads, FlashFo
   cp_async_wait<0>();
   __syncthreads();
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float sum = row_sum[half];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    // NOTE: a row that sees no key has ℓ = 0: O = 0 and LSE = −∞, as in the reference.
-    const float inv_sum = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const int tile_row = warp_row0 + frag_row + half * 8;
+  for (int mb = 0; mb < kBlocksM; ++mb)
 #pragma unroll
-    for (int d = 0; d < Shape::kTileDs; ++d) {
-      const unsigned packed = pack2<T>(acc_o[d][2 * half] * inv_sum, acc_o[d][2 * half + 1] * inv_sum);
-      *reinterpret_cast<unsigned*>(smem_q + swizzle<kHeadDim>(tile_row, d) + frag_col) = packed;
+    for (int h = 0; h < 2; ++h) {
+      float sum = row_sum[mb][h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      // NOTE: a row that sees no key has ℓ = 0: O = 0 and LSE = −∞, as in the reference.
+      const float inv_sum = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int tile_row = warp_row0 + mb * kMmaM + frag_row + h * 8;
+#pragma unroll
+      for (int d = 0; d < Shape::kTileDs; ++d) {
+        const unsigned packed = pack2<T>(acc_o[mb][d][2 * h] * inv_sum, acc_o[mb][d][2 * h + 1] * inv_sum);
+        *reinterpret_cast<unsigned*>(smem_q + swizzle<kHeadDim>(tile_row, d) + frag_col) = packed;
+      }
+      const int row = m0 + tile_row;
+      if (p.lse != nullptr && lane % 4 == 0 && row < seq.seqlen_q) {
+        const float lse = sum > 0.0f ? (row_max[mb][h] * p.scale_log2 + __log2f(sum)) * kLn2 : kMinusInf;
+        p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride + seq.q_begin + row] = lse;
+      }
     }
-    const int row = m0 + tile_row;
-    if (p.lse != nullptr && lane % 4 == 0 && row < seq.seqlen_q) {
-      const float lse = sum > 0.0f ? (row_max[half] * p.scale_log2 + __log2f(sum)) * kLn2 : kMinusInf;
-      p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride + seq.q_begin + row] = lse;
-    }
-  }
   __syncwarp();
-  // Each warp stores its own 16 rows: 16-byte chunks, consecutive lanes along a row.
+  // Each warp stores its own rows: 16-byte chunks, consecutive lanes along a row.
   T* o = static_cast<T*>(p.o) + batch * p.o_strides.batch + (seq.q_begin + m0) * p.o_strides.token +
          head * p.o_strides.head;
 #pragma unroll
