@@ -10,8 +10,10 @@
 
 #include "fusekit/buffer.hpp"
 #include "fusekit/error.hpp"
+#include "fusekit/gemm.hpp"
 #include "fusekit/numerics.hpp"
 #include "fusekit/reference/attention.hpp"
+#include "fusekit/softmax.hpp"
 #include "fusekit/transfer.hpp"
 
 namespace fusekit::bench {
@@ -19,11 +21,16 @@ namespace fusekit::bench {
 namespace {
 
 constexpr std::int64_t kSweepFirst = 512, kSweepLast = 16384;
+// The unfused rung materialises one sequence's scores [H, S, S] at a time; beyond this it is
+// left out (S = 16384 at H = 16 needs 8 GiB).
+constexpr double kUnfusedMaxScoreBytes = 8.0 * (1 << 30);
 
 struct AttentionState {
   AttentionBenchOptions o;
   std::int64_t batch = 0, heads = 0;
   DeviceTensor q, k, v, out, lse;
+  DeviceTensor scores;  // unfused rung: S, then P in place, of one sequence [H, S, S]
+  GemmHandle gemm;
   std::vector<std::int64_t> rows;  // checked rows of O seen as [B·S·H, D]
   std::vector<double> expected;    // O of the checked rows
 };
@@ -39,6 +46,33 @@ TensorView key_rows(const TensorView& t, std::int64_t b, std::int64_t h, std::in
   const std::int64_t seqlen = t.shape[1], heads = t.shape[2], d = t.shape[3];
   auto* base = static_cast<char*>(t.data) + ((b * seqlen * heads + h) * d) * static_cast<std::int64_t>(t.element_size());
   return TensorView::matrix(base, t.dtype, n, d, heads * d);
+}
+
+// Heads of sequence b of a [B, S, H, D] tensor as a batch of [S, D] matrices.
+TensorView heads_of(const TensorView& t, std::int64_t b) {
+  const std::int64_t seqlen = t.shape[1], heads = t.shape[2], d = t.shape[3];
+  auto* base = static_cast<char*>(t.data) + b * seqlen * heads * d * static_cast<std::int64_t>(t.element_size());
+  return TensorView::batched(base, t.dtype, heads, seqlen, d, heads * d, d);
+}
+
+// One sequence at a time: S = Q·Kᵀ (cuBLASLt, batched over heads), P = softmax(scale·S + mask)
+// in place (fusekit::softmax_forward), O = P·V (cuBLASLt).
+void run_unfused(AttentionState& s, cudaStream_t stream) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.o.head_dim));
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    GemmArgs qk;
+    qk.a = heads_of(s.q, b);
+    qk.b = heads_of(s.k, b);
+    qk.trans_b = Transpose::Yes;
+    qk.d = s.scores;
+    gemm(s.gemm, qk, stream);
+    softmax_forward({s.scores, s.scores, scale, s.o.causal}, stream);
+    GemmArgs pv;
+    pv.a = s.scores;
+    pv.b = heads_of(s.v, b);
+    pv.d = heads_of(s.out, b);
+    gemm(s.gemm, pv, stream);
+  }
 }
 
 // The reference O of each checked row: query i of a bottom-right causal mask with Sq = Sk sees
@@ -124,13 +158,21 @@ LadderRun make_attention_ladder(const AttentionBenchOptions& o) {
   ladder.ladder = "attention";
   ladder.shape = fmt::format("B{} S{} H{} D{}{}", b, n, h, d, o.causal == Causal::Yes ? " causal" : "");
   ladder.dtype = std::string(dtype_name(o.dtype));
-  ladder.baseline = "portable";
   const double flops = attention_flops(b, h, n, d, o.causal);
   const double bytes = 4.0 * static_cast<double>(b * n * h * d) * static_cast<double>(dtype_size(o.dtype));
   auto poison_all = [s](cudaStream_t st) {
     poison(s->out, st);
     poison(s->lse, st);
   };
+  const double score_bytes = static_cast<double>(h * n * n) * static_cast<double>(dtype_size(o.dtype));
+  ladder.baseline = score_bytes <= kUnfusedMaxScoreBytes ? "unfused" : "portable";
+  if (score_bytes <= kUnfusedMaxScoreBytes) {
+    s->scores = DeviceTensor(o.dtype, {h, n, n});
+    ladder.rungs.push_back(Rung{"unfused",
+                                "per sequence: cuBLASLt S = Q·Kᵀ, fused softmax in place, cuBLASLt O = P·V",
+                                [s](cudaStream_t st) { run_unfused(*s, st); }, poison_all,
+                                [s, what] { return check_rows(*s, what); }, flops, bytes});
+  }
   ladder.rungs.push_back(Rung{"portable", "one kernel: FlashAttention-2 split on mma.sync, scores stay on chip",
                               [s](cudaStream_t st) {
                                 AttentionForwardArgs a;
