@@ -132,10 +132,10 @@ __device__ __forceinline__ void load_tile(T* smem, const T* gmem, std::int64_t r
 // Shared-memory byte addresses of one lane's ldmatrix rows in a swizzled [rows][kHeadDim] tile.
 // The lane reads row lane_row + row_offset (row_offset a multiple of 8, so the row's swizzle is
 // the lane's) at logical chunk c + chunk_bit (c even). The swizzle flips only the low three chunk
-// bits and rows are 128-byte multiples, so the address is one of four per-lane bases plus a
-// constant: (base ^ 16·(c mod 8)) + row_offset·row_bytes + 16·(c − c mod 8). NOTE: computing
-// every fragment's address up front instead costs a register each, which the compiler hoists
-// out of the key loop (over 100 registers at D = 256).
+// bits and rows are 128-byte multiples, so the address is the lane's base with an XOR and an add
+// of constants: (base ^ 16·(c mod 8)) + row_offset·row_bytes + 16·(c − c mod 8). NOTE: swizzling
+// each fragment's (row, chunk) instead gave a register per fragment address, hoisted out of the
+// key loop (over 100 registers at D = 256).
 template <int kHeadDim>
 struct SwizzledLane {
   static constexpr int kRowBytes = kHeadDim * 2;
