@@ -1,9 +1,9 @@
 #pragma once
 // The attention forward ladder: O = softmax(Q·Kᵀ/√D + mask)·V over the seeds' shapes,
 // B·S = 16384 tokens and model width 2048 (H = 2048 / D heads), BSHD tensors.
-// Rungs: unfused (per sequence: cuBLASLt S = Q·Kᵀ, softmax_forward in place, cuBLASLt O = P·V;
-// the seeds' "write them out, read them back", where one sequence's scores fit in 8 GiB) and
-// portable (fusekit::attention_forward, the FlashAttention-2 split on mma.sync).
+// Rungs: unfused (per head, batched over sequences: cuBLASLt S = Q·Kᵀ, softmax_forward in place,
+// cuBLASLt O = P·V; the seeds' "write them out, read them back", B·S² scores of one head at a time)
+// and portable (fusekit::attention_forward, the FlashAttention-2 split on mma.sync).
 // flops = 4·B·H·S²·D, halved when causal; min_bytes: Q, K, V read once, O written once.
 #include <cstdint>
 #include <vector>
