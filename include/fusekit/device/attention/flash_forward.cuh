@@ -28,9 +28,12 @@ using portable::mma;
 using portable::MmaType;
 
 inline constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;
+inline constexpr int kWarpSize = 32;
+inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+inline constexpr int kElemBytes = 2;      // Q, K, V and O are 16-bit
 inline constexpr int kChunkElems = 8;     // 16-bit elements per 16-byte chunk
+inline constexpr int kHalfRows = kMmaM / 2;  // an accumulator's second row is 8 below its first
 inline constexpr int kSwizzleChunks = 8;  // 8 chunks × 16 B: one pass over the 32 banks
-inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr float kMinusInf = -INFINITY;
 
@@ -64,11 +67,11 @@ struct FlashForwardShape {
   static constexpr int kWarpBlocksM = Tile::kWarpBlocksM;  // m16 row blocks per warp
   static constexpr int kWarpRows = kWarpBlocksM * kMmaM;   // query rows per warp
   static constexpr int kWarps = kBlockM / kWarpRows;
-  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kThreads = kWarps * kWarpSize;
   static constexpr int kChunksPerRow = kHeadDim / kChunkElems;
   static constexpr int kTileNs = kBlockN / kMmaN;    // n8 tiles of S per warp
   static constexpr int kTileDs = kHeadDim / kMmaN;   // n8 tiles of O per warp
-  static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * kHeadDim * 2;  // 16-bit Q, K, V tiles
+  static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * kHeadDim * kElemBytes;  // Q, K, V tiles
   static_assert(kChunksPerRow >= kSwizzleChunks, "rows must span all 32 banks for the swizzle");
   static_assert(kBlockM * kChunksPerRow % kThreads == 0 && kBlockN * kChunksPerRow % kThreads == 0,
                 "every thread copies the same number of chunks");
@@ -138,8 +141,8 @@ __device__ __forceinline__ void load_tile(T* smem, const T* gmem, std::int64_t r
 // key loop (over 100 registers at D = 256).
 template <int kHeadDim>
 struct SwizzledLane {
-  static constexpr int kRowBytes = kHeadDim * 2;
-  static constexpr int kChunkBytes = kChunkElems * 2;
+  static constexpr int kRowBytes = kHeadDim * kElemBytes;
+  static constexpr int kChunkBytes = kChunkElems * kElemBytes;
   unsigned base;
 
   __device__ __forceinline__ SwizzledLane(const void* smem_tile, int lane_row, int chunk_bit)
@@ -221,7 +224,7 @@ __global__ void __launch_bounds__(FlashForwardShape<kHeadDim>::kThreads, FlashFo
   }
   cp_async_commit();
 
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
   constexpr int kBlocksM = Shape::kWarpBlocksM, kWarpRows = Shape::kWarpRows;
   const int warp_row0 = warp * kWarpRows;
   // mma.sync fragment layout (PTX ISA, m16n8k16): this thread's accumulators sit in rows
@@ -302,7 +305,7 @@ __global__ void __launch_bounds__(FlashForwardShape<kHeadDim>::kThreads, FlashFo
       for (int mb = 0; mb < kBlocksM; ++mb)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int row = warp_first_row + mb * kMmaM + frag_row + h * 8;
+          const int row = warp_first_row + mb * kMmaM + frag_row + h * kHalfRows;
           const int lo = seq.first_key(row), hi = seq.last_key(row);
 #pragma unroll
           for (int t = 0; t < Shape::kTileNs; ++t)
@@ -324,9 +327,8 @@ __global__ void __launch_bounds__(FlashForwardShape<kHeadDim>::kThreads, FlashFo
 #pragma unroll
         for (int t = 0; t < Shape::kTileNs; ++t)
           tile_max = fmaxf(tile_max, fmaxf(acc_s[mb][t][2 * h], acc_s[mb][t][2 * h + 1]));
-        // the four lanes of a quad hold one row
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));  // the 4 lanes of a quad
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));  // hold one row
         // NOTE: a row that has seen no visible key keeps max −∞; subtracting 0 then gives p = 0
         // and α = 0 instead of exp2(−∞ + ∞) = NaN.
         const float max_scaled = tile_max == kMinusInf ? 0.0f : tile_max * p.scale_log2;
@@ -384,11 +386,11 @@ __global__ void __launch_bounds__(FlashForwardShape<kHeadDim>::kThreads, FlashFo
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float sum = row_sum[mb][h];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      sum += __shfl_xor_sync(kFullMask, sum, 1);
+      sum += __shfl_xor_sync(kFullMask, sum, 2);
       // NOTE: a row that sees no key has ℓ = 0: O = 0 and LSE = −∞, as in the reference.
       const float inv_sum = sum > 0.0f ? 1.0f / sum : 0.0f;
-      const int tile_row = warp_row0 + mb * kMmaM + frag_row + h * 8;
+      const int tile_row = warp_row0 + mb * kMmaM + frag_row + h * kHalfRows;
 #pragma unroll
       for (int d = 0; d < Shape::kTileDs; ++d) {
         const unsigned packed = pack2<T>(acc_o[mb][d][2 * h] * inv_sum, acc_o[mb][d][2 * h + 1] * inv_sum);
@@ -405,8 +407,8 @@ __global__ void __launch_bounds__(FlashForwardShape<kHeadDim>::kThreads, FlashFo
   T* o = static_cast<T*>(p.o) + batch * p.o_strides.batch + (seq.q_begin + m0) * p.o_strides.token +
          head * p.o_strides.head;
 #pragma unroll
-  for (int i = 0; i < kWarpRows * Shape::kChunksPerRow / 32; ++i) {
-    const int c = i * 32 + lane;
+  for (int i = 0; i < kWarpRows * Shape::kChunksPerRow / kWarpSize; ++i) {
+    const int c = i * kWarpSize + lane;
     const int tile_row = warp_row0 + c / Shape::kChunksPerRow, chunk = c % Shape::kChunksPerRow;
     if (tile_row >= q_rows) continue;
     const uint4 out = *reinterpret_cast<const uint4*>(smem_q + swizzle<kHeadDim>(tile_row, chunk));
