@@ -2,6 +2,8 @@
 // and the launch of the portable kernel for the head dim.
 #include "fusekit/attention.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -50,6 +52,22 @@ TokenShape check_tokens(std::string_view arg, const TensorView& t, bool varlen) 
   return s;
 }
 
+// The output's elements must not overlap (two CTAs would race), in any stride order: sorted by
+// stride, each dimension steps past the extent of the ones inside it.
+void check_no_overlap(std::string_view arg, const TensorView& t) {
+  std::array<int, kMaxRank> dims{};
+  for (int d = 0; d < t.rank; ++d) dims[static_cast<std::size_t>(d)] = d;
+  std::sort(dims.begin(), dims.begin() + t.rank, [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  std::int64_t extent = 1;
+  for (int i = 0; i < t.rank; ++i) {
+    const int d = dims[static_cast<std::size_t>(i)];
+    if (t.shape[d] <= 1) continue;
+    require(t.strides[d] >= extent, join(arg, " stride[" + std::to_string(d) + "]"),
+            ">= " + std::to_string(extent) + " (no overlapping elements)", t.strides[d]);
+    extent = t.strides[d] * (t.shape[d] - 1) + extent;
+  }
+}
+
 dev::TokenStrides strides_of(const TensorView& t, bool varlen) {
   return {varlen ? 0 : t.stride(0), t.stride(-3), t.stride(-2)};
 }
@@ -73,6 +91,7 @@ void attention_forward(const AttentionForwardArgs& a, cudaStream_t stream) {
   require(a.v.dtype == a.q.dtype, "v dtype", dtype_name(a.q.dtype), dtype_name(a.v.dtype));
   require(a.o.dtype == a.q.dtype, "o dtype", dtype_name(a.q.dtype), dtype_name(a.o.dtype));
   check::same_shape("o", a.o, "q", a.q);
+  check_no_overlap("o", a.o);
   check::same_shape("v", a.v, "k", a.k);
   require(k.batch == q.batch, "k batch", q.batch, k.batch);
   require(k.head_dim == q.head_dim, "k head_dim", q.head_dim, k.head_dim);

@@ -72,6 +72,9 @@ TEST(AttentionArgs, RejectsEachBadArgumentByName) {
   a.q.strides[2] = kD + 1;
   expect_error([&] { attention_forward(a); }, "q stride[2]");
   a = valid();
+  a.o.strides[1] = 0;  // every token of a sequence on one row: CTAs would race
+  expect_error([&] { attention_forward(a); }, "o stride[1]");
+  a = valid();
   a.lse = TensorView::contiguous(testing::fake_pointer(), DType::F32, {kB, kS, kHq});
   expect_error([&] { attention_forward(a); }, "lse shape");
   a = valid();
@@ -104,6 +107,18 @@ TEST(AttentionArgs, RejectsBadVarlenArguments) {
   a.varlen = VarlenBatch{offsets, offsets, 3, 200};
   a.lse = TensorView::contiguous(p, DType::F32, {kHq, 299});
   expect_error([&] { attention_forward(a); }, "lse shape");
+}
+
+TEST(AttentionArgs, AcceptsBhsdStridesBeforeTheDeviceChecks) {
+  auto a = valid();
+  // [B, S, H, D] views of [B, H, S, D] storage: only the device check (fake pointer) may fail.
+  a.q.strides = a.o.strides = {kHq * kS * kD, kD, kS * kD, 1};
+  a.k.strides = a.v.strides = {kHkv * kSk * kD, kD, kSk * kD, 1};
+  try {
+    attention_forward(a);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pointer"), std::string::npos) << e.what();
+  }
 }
 
 TEST(AttentionArgs, HeadDimWithoutKernelIsUnsupported) {
