@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add_explain_command(app, commands);
   add_verify_command(app, commands);
   add_bench_norm_commands(*bench, commands);
+  add_bench_attention_command(*bench, commands);
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The peer line of `fusekit bench attention`: PyTorch SDPA with the cuDNN backend and the
+FlashAttention-2 backend, on the same cases (B·S = 16384 tokens, H·D = 2048, bf16 or f16),
+timed with CUDA events (L2 flushed before every run, median of many runs). Prints TFLOP/s per
+case (FLOPs = 4·B·H·S²·D, halved when causal) and writes one JSON object per case and backend.
+Needs a GPU and PyTorch; nothing in the build or CI depends on it.
+
+usage: attention_peer.py [--seqlen S ...] [--head-dim D ...] [--causal | --both-masks]
+                         [--dtype bf16|f16] [--runs N] [--json FILE]
+"""
+import argparse
+import json
+import statistics
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.functional import scaled_dot_product_attention
+
+TOKENS = 16384
+MODEL_WIDTH = 2048
+WARMUP_RUNS = 3
+L2_FLUSH_BYTES = 2 * 64 * 2**20  # twice an H200's 60 MB L2, rounded up
+BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
+
+
+def flops(batch, heads, seqlen, head_dim, causal):
+    full = 4.0 * batch * heads * seqlen * seqlen * head_dim
+    return full / 2 if causal else full
+
+
+def time_backend(backend, q, k, v, causal, runs, flush):
+    def run():
+        with sdpa_kernel(backend):
+            return scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    for _ in range(WARMUP_RUNS):
+        run()
+    times = []
+    for _ in range(runs):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seqlen", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
+    parser.add_argument("--head-dim", type=int, nargs="+", default=[64, 128, 256])
+    masks = parser.add_mutually_exclusive_group()
+    masks.add_argument("--causal", action="store_true", help="causal cases only")
+    masks.add_argument("--both-masks", action="store_true", help="non-causal and causal cases")
+    parser.add_argument("--dtype", choices=["bf16", "f16"], default="bf16")
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--json", help="write the results to FILE (a JSON list)")
+    args = parser.parse_args()
+
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    causal_cases = [False, True] if args.both_masks else [args.causal]
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    results = []
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  cuDNN {torch.backends.cudnn.version()}")
+    print(f"{'case':<32} {'backend':<8} {'ms':>9} {'TFLOP/s':>9}")
+    for head_dim in args.head_dim:
+        for causal in causal_cases:
+            for seqlen in args.seqlen:
+                batch, heads = TOKENS // seqlen, MODEL_WIDTH // head_dim
+                # SDPA takes [B, H, S, D]; a BSHD tensor transposed, as a model passes it.
+                shape = (batch, seqlen, heads, head_dim)
+                q, k, v = (torch.empty(shape, dtype=dtype, device="cuda").uniform_(-2, 2).transpose(1, 2)
+                           for _ in range(3))
+                case = f"B{batch} S{seqlen} H{heads} D{head_dim}{' causal' if causal else ''}"
+                for name, backend in BACKENDS.items():
+                    entry = {"case": case, "backend": name, "batch": batch, "seqlen": seqlen, "heads": heads,
+                             "head_dim": head_dim, "causal": causal, "dtype": args.dtype}
+                    try:
+                        ms = time_backend(backend, q, k, v, causal, args.runs, flush)
+                        entry.update(ms=ms, tflops=flops(batch, heads, seqlen, head_dim, causal) / ms / 1e9)
+                        print(f"{case:<32} {name:<8} {ms:>9.3f} {entry['tflops']:>9.1f}")
+                    except RuntimeError as e:  # a backend that does not take this case
+                        entry["error"] = str(e).splitlines()[0]
+                        print(f"{case:<32} {name:<8} {'n/a':>9} {'':>9}  {entry['error'][:60]}")
+                    results.append(entry)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+#pragma once
+// Fused attention forward: the scores exist only as a tile on chip, never in memory.
+//   O = softmax(mask(softcap(scale·Q·Kᵀ)))·V,  LSE = log Σ_j exp(mask(softcap(scale·Q·Kᵀ)))
+// Semantics are those of the CPU reference (fusekit/reference/attention.hpp): masks aligned
+// bottom-right (diag(i) = i + Sk − Sq), query head h reads key/value head h / (Hq / Hkv), soft-cap
+// s → cap·tanh(s/cap) before masking, and a query that sees no key gets O = 0 and LSE = −∞.
+//
+// Tensors (bf16 or f16, all alike; head dim 64, 128 or 256; unit innermost stride; 16-byte aligned
+// base and strides; any other strides, so BSHD and BHSD storage both work):
+//   fixed lengths:     q, o [B, Sq, Hq, D]     k, v [B, Sk, Hkv, D]    lse f32 [B, Hq, Sq]
+//   variable lengths:  q, o [total_q, Hq, D]   k, v [total_k, Hkv, D]  lse f32 [Hq, total_q]
+// Runs on sm_80 and newer (the portable mma.sync kernel).
+#include <cstdint>
+#include <optional>
+
+#include <cuda_runtime_api.h>
+
+#include "fusekit/reference/attention.hpp"
+#include "fusekit/tensor.hpp"
+
+namespace fusekit {
+
+using reference::Causal;
+using reference::kUnboundedWindow;
+using reference::Window;
+
+// Packed sequences of different lengths: sequence b holds tokens [cu_seqlens[b], cu_seqlens[b+1]).
+struct VarlenBatch {
+  const std::int32_t* cu_seqlens_q = nullptr;  // device memory, sequences + 1 non-decreasing offsets from 0
+  const std::int32_t* cu_seqlens_k = nullptr;  // device memory, sequences + 1 offsets
+  std::int64_t sequences = 0;
+  std::int64_t max_seqlen_q = 0;  // at least every query length (sizes the grid)
+};
+
+struct AttentionForwardArgs {
+  TensorView q, k, v;
+  TensorView o;
+  TensorView lse;               // optional (empty view: not written)
+  std::optional<float> scale;   // default 1/sqrt(D)
+  Causal causal = Causal::No;
+  Window window;                // sliding window in keys around the diagonal; unbounded by default
+  std::optional<float> softcap; // cap > 0; default none
+  std::optional<VarlenBatch> varlen;
+};
+
+// Checks every argument (InvalidArgument naming it, or Unsupported) before any launch.
+void attention_forward(const AttentionForwardArgs& args, cudaStream_t stream = nullptr);
+
+}  // namespace fusekit

@@ -1,0 +1,180 @@
+// fusekit::attention_forward: argument checks (all before any launch), then the kernel parameters
+// and the launch of the portable kernel for the head dim.
+#include "fusekit/attention.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <string_view>
+
+#include "fusekit/error.hpp"
+#include "fusekit/runtime.hpp"
+#include "flash_forward_launch.hpp"
+
+namespace fusekit {
+
+namespace {
+
+namespace dev = device::attention;
+
+constexpr int kMinMajor = 8;                        // mma.sync m16n8k16 with bf16 needs sm_80
+constexpr std::size_t kVectorBytes = 16;            // cp.async and the O stores move 16 bytes
+constexpr std::int64_t kMaxSeqlen = dev::kNoLimit - 1;  // keeps diag ± window in an int
+constexpr std::int64_t kMaxGridYZ = 65535;          // heads and sequences are grid dimensions
+
+std::string join(std::string_view a, std::string_view b) { return std::string(a).append(b); }
+
+// [B, S, H, D] (fixed lengths) or [total, H, D] (variable lengths).
+struct TokenShape {
+  std::int64_t batch = 0, seqlen = 0, heads = 0, head_dim = 0;
+};
+
+// NOTE: not check::structure, whose strides must shrink outwards: BHSD storage seen as
+// [B, S, H, D] has a token stride below its head stride.
+TokenShape check_tokens(std::string_view arg, const TensorView& t, bool varlen) {
+  check::not_null(arg, t);
+  check::dtype(arg, t, {DType::BF16, DType::F16});
+  const int rank = varlen ? 3 : 4;
+  require(t.rank == rank, join(arg, " rank"),
+          varlen ? "3 ([total, heads, head_dim], variable lengths)" : "4 ([batch, seqlen, heads, head_dim])", t.rank);
+  for (int d = 0; d < rank; ++d)
+    require(t.shape[d] >= 0, join(arg, " shape[" + std::to_string(d) + "]"), ">= 0", t.shape[d]);
+  require(t.stride(-1) == 1, join(arg, " innermost stride"), 1, t.stride(-1));
+  check::aligned(arg, t, kVectorBytes);
+  TokenShape s;
+  s.batch = varlen ? 1 : t.size(0);
+  s.seqlen = t.size(-3);
+  s.heads = t.size(-2);
+  s.head_dim = t.size(-1);
+  require(s.seqlen <= kMaxSeqlen, join(arg, " tokens"), "at most " + std::to_string(kMaxSeqlen), s.seqlen);
+  require(s.heads >= 1, join(arg, " heads"), ">= 1", s.heads);
+  return s;
+}
+
+// The output's elements must not overlap (two CTAs would race), in any stride order: sorted by
+// stride, each dimension steps past the extent of the ones inside it.
+void check_no_overlap(std::string_view arg, const TensorView& t) {
+  std::array<int, kMaxRank> dims{};
+  for (int d = 0; d < t.rank; ++d) dims[static_cast<std::size_t>(d)] = d;
+  std::sort(dims.begin(), dims.begin() + t.rank, [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  std::int64_t extent = 1;
+  for (int i = 0; i < t.rank; ++i) {
+    const int d = dims[static_cast<std::size_t>(i)];
+    if (t.shape[d] <= 1) continue;
+    require(t.strides[d] >= extent, join(arg, " stride[" + std::to_string(d) + "]"),
+            ">= " + std::to_string(extent) + " (no overlapping elements)", t.strides[d]);
+    extent = t.strides[d] * (t.shape[d] - 1) + extent;
+  }
+}
+
+dev::TokenStrides strides_of(const TensorView& t, bool varlen) {
+  return {varlen ? 0 : t.stride(0), t.stride(-3), t.stride(-2)};
+}
+
+void check_window_side(std::string_view arg, std::int64_t side) {
+  require(side >= kUnboundedWindow && side <= kMaxSeqlen, arg,
+          "kUnboundedWindow (-1) or 0 … " + std::to_string(kMaxSeqlen), side);
+}
+
+int window_side(std::int64_t side) { return side == kUnboundedWindow ? dev::kNoLimit : static_cast<int>(side); }
+
+}  // namespace
+
+void attention_forward(const AttentionForwardArgs& a, cudaStream_t stream) {
+  const bool varlen = a.varlen.has_value();
+  const TokenShape q = check_tokens("q", a.q, varlen);
+  const TokenShape k = check_tokens("k", a.k, varlen);
+  check_tokens("v", a.v, varlen);
+  check_tokens("o", a.o, varlen);
+  require(a.k.dtype == a.q.dtype, "k dtype", dtype_name(a.q.dtype), dtype_name(a.k.dtype));
+  require(a.v.dtype == a.q.dtype, "v dtype", dtype_name(a.q.dtype), dtype_name(a.v.dtype));
+  require(a.o.dtype == a.q.dtype, "o dtype", dtype_name(a.q.dtype), dtype_name(a.o.dtype));
+  check::same_shape("o", a.o, "q", a.q);
+  check_no_overlap("o", a.o);
+  check::same_shape("v", a.v, "k", a.k);
+  require(k.batch == q.batch, "k batch", q.batch, k.batch);
+  require(k.head_dim == q.head_dim, "k head_dim", q.head_dim, k.head_dim);
+  require(q.heads % k.heads == 0, "k heads", "a divisor of q's " + std::to_string(q.heads) + " heads", k.heads);
+  const bool supported_dim =
+      q.head_dim == dev::kHeadDim64 || q.head_dim == dev::kHeadDim128 || q.head_dim == dev::kHeadDim256;
+  if (!supported_dim)
+    throw Error(ErrorKind::Unsupported, "q head_dim: expected 64, 128 or 256, got " + std::to_string(q.head_dim));
+
+  const float scale = a.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.head_dim)));
+  require(std::isfinite(scale) && scale > 0.0f, "scale", "finite and > 0", scale);
+  if (a.softcap) require(std::isfinite(*a.softcap) && *a.softcap > 0.0f, "softcap", "finite and > 0", *a.softcap);
+  require(a.causal == Causal::No || a.causal == Causal::Yes, "causal", "No or Yes", static_cast<int>(a.causal));
+  check_window_side("window.left", a.window.left);
+  check_window_side("window.right", a.window.right);
+
+  std::int64_t sequences = q.batch, seqlen_q = q.seqlen, seqlen_k = k.seqlen;
+  if (varlen) {
+    const VarlenBatch& b = *a.varlen;
+    require(b.cu_seqlens_q != nullptr, "varlen.cu_seqlens_q", "a device pointer", "null");
+    require(b.cu_seqlens_k != nullptr, "varlen.cu_seqlens_k", "a device pointer", "null");
+    require(b.sequences >= 0, "varlen.sequences", ">= 0", b.sequences);
+    require(b.max_seqlen_q >= 0 && b.max_seqlen_q <= q.seqlen, "varlen.max_seqlen_q",
+            "0 … total_q = " + std::to_string(q.seqlen), b.max_seqlen_q);
+    sequences = b.sequences;
+    seqlen_q = b.max_seqlen_q;
+  }
+  require(sequences <= kMaxGridYZ, varlen ? "varlen.sequences" : "q batch", "at most 65535", sequences);
+  require(q.heads <= kMaxGridYZ, "q heads", "at most 65535", q.heads);
+
+  if (!a.lse.empty()) {
+    check::structure("lse", a.lse);
+    check::dtype("lse", a.lse, {DType::F32});
+    if (varlen) {
+      check::shape("lse", a.lse, {q.heads, q.seqlen});
+    } else {
+      check::shape("lse", a.lse, {q.batch, q.heads, q.seqlen});
+    }
+  }
+  for (const auto& [arg, t] : {std::pair<std::string_view, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v},
+                               {"o", &a.o}, {"lse", &a.lse}})
+    if (!t->empty()) check::on_current_device(arg, *t);
+  const DeviceInfo& info = current_device_info();
+  if (info.cc_major < kMinMajor)
+    throw Error(ErrorKind::Unsupported, "attention_forward needs sm_80 or newer, this GPU is sm_" +
+                                            std::to_string(info.cc_major * 10 + info.cc_minor));
+  if (sequences == 0 || seqlen_q == 0) return;
+
+  dev::FlashForwardParams p;
+  p.q = a.q.data;
+  p.k = a.k.data;
+  p.v = a.v.data;
+  p.o = a.o.data;
+  p.q_strides = strides_of(a.q, varlen);
+  p.k_strides = strides_of(a.k, varlen);
+  p.v_strides = strides_of(a.v, varlen);
+  p.o_strides = strides_of(a.o, varlen);
+  if (!a.lse.empty()) {
+    p.lse = static_cast<float*>(a.lse.data);
+    p.lse_batch_stride = varlen ? 0 : a.lse.stride(0);
+    p.lse_head_stride = a.lse.stride(-2);
+  }
+  if (varlen) {
+    p.cu_seqlens_q = a.varlen->cu_seqlens_q;
+    p.cu_seqlens_k = a.varlen->cu_seqlens_k;
+  }
+  p.seqlen_q = static_cast<int>(seqlen_q);
+  p.seqlen_k = static_cast<int>(seqlen_k);
+  p.heads_q = static_cast<int>(q.heads);
+  p.group = static_cast<int>(q.heads / k.heads);
+  const float log2e = static_cast<float>(M_LOG2E);
+  p.scale_log2 = a.softcap ? *a.softcap * log2e : scale * log2e;
+  p.softcap_scale = a.softcap ? scale / *a.softcap : 0.0f;
+  p.window_left = window_side(a.window.left);
+  // NOTE: causal is the window's right side at 0 (a narrower right side cannot be negative).
+  p.window_right = a.causal == Causal::Yes ? 0 : window_side(a.window.right);
+
+  const int seqs = static_cast<int>(sequences);
+  switch (q.head_dim) {
+    case dev::kHeadDim64: return attention::launch_flash_forward<dev::kHeadDim64>(p, a.q.dtype, seqs, stream);
+    case dev::kHeadDim128: return attention::launch_flash_forward<dev::kHeadDim128>(p, a.q.dtype, seqs, stream);
+    default: return attention::launch_flash_forward<dev::kHeadDim256>(p, a.q.dtype, seqs, stream);
+  }
+}
+
+}  // namespace fusekit

@@ -1,0 +1,135 @@
+// Argument validation of attention_forward, which runs before any device access: each bad argument
+// is rejected naming it (InvalidArgument), an unimplemented head dim is Unsupported. No GPU needed
+// (the pointers are never dereferenced).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fusekit/attention.hpp"
+#include "fusekit/error.hpp"
+#include "support/fake_pointer.hpp"
+
+namespace fusekit {
+namespace {
+
+constexpr std::int64_t kB = 2, kS = 100, kSk = 120, kHq = 8, kHkv = 2, kD = 128;
+
+// Expects an error of `kind` whose message mentions `arg`.
+template <class F>
+void expect_error(F&& f, const std::string& arg, ErrorKind kind = ErrorKind::InvalidArgument) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error naming " << arg;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
+  }
+}
+
+AttentionForwardArgs valid() {
+  void* p = testing::fake_pointer();
+  AttentionForwardArgs a;
+  a.q = TensorView::contiguous(p, DType::BF16, {kB, kS, kHq, kD});
+  a.o = a.q;
+  a.k = TensorView::contiguous(p, DType::BF16, {kB, kSk, kHkv, kD});
+  a.v = a.k;
+  a.lse = TensorView::contiguous(p, DType::F32, {kB, kHq, kS});
+  return a;
+}
+
+TEST(AttentionArgs, RejectsEachBadArgumentByName) {
+  auto a = valid();
+  a.q.dtype = a.o.dtype = DType::F32;
+  expect_error([&] { attention_forward(a); }, "q dtype");
+  a = valid();
+  a.k.dtype = DType::F16;
+  expect_error([&] { attention_forward(a); }, "k dtype");
+  a = valid();
+  a.o.dtype = DType::F16;
+  expect_error([&] { attention_forward(a); }, "o dtype");
+  a = valid();
+  a.q = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {kS, kHq, kD});
+  expect_error([&] { attention_forward(a); }, "q rank");
+  a = valid();
+  a.k = a.v = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {kB, kSk, 3, kD});
+  expect_error([&] { attention_forward(a); }, "k heads");
+  a = valid();
+  a.v = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {kB, kSk + 1, kHkv, kD});
+  expect_error([&] { attention_forward(a); }, "v shape");
+  a = valid();
+  a.o = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {kB, kS, kHq, 64});
+  expect_error([&] { attention_forward(a); }, "o shape");
+  a = valid();
+  a.k = a.v = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {kB + 1, kSk, kHkv, kD});
+  expect_error([&] { attention_forward(a); }, "k batch");
+  a = valid();
+  a.k = a.v = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {kB, kSk, kHkv, 64});
+  expect_error([&] { attention_forward(a); }, "k head_dim");
+  a = valid();
+  a.q.strides[3] = 2;
+  expect_error([&] { attention_forward(a); }, "q innermost stride");
+  a = valid();
+  a.q.strides[2] = kD + 1;
+  expect_error([&] { attention_forward(a); }, "q stride[2]");
+  a = valid();
+  a.o.strides[1] = 0;  // every token of a sequence on one row: CTAs would race
+  expect_error([&] { attention_forward(a); }, "o stride[1]");
+  a = valid();
+  a.lse = TensorView::contiguous(testing::fake_pointer(), DType::F32, {kB, kS, kHq});
+  expect_error([&] { attention_forward(a); }, "lse shape");
+  a = valid();
+  a.lse.dtype = DType::BF16;
+  expect_error([&] { attention_forward(a); }, "lse dtype");
+  a = valid();
+  a.scale = 0.0f;
+  expect_error([&] { attention_forward(a); }, "scale");
+  a = valid();
+  a.softcap = -1.0f;
+  expect_error([&] { attention_forward(a); }, "softcap");
+  a = valid();
+  a.window.left = -2;
+  expect_error([&] { attention_forward(a); }, "window.left");
+  a = valid();
+  a.varlen = VarlenBatch{nullptr, nullptr, 2, kS};
+  expect_error([&] { attention_forward(a); }, "q rank");
+}
+
+TEST(AttentionArgs, RejectsBadVarlenArguments) {
+  void* p = testing::fake_pointer();
+  const auto* offsets = static_cast<const std::int32_t*>(p);
+  AttentionForwardArgs a;
+  a.q = a.o = TensorView::contiguous(p, DType::F16, {300, kHq, kD});
+  a.k = a.v = TensorView::contiguous(p, DType::F16, {400, kHkv, kD});
+  a.varlen = VarlenBatch{nullptr, offsets, 3, 200};
+  expect_error([&] { attention_forward(a); }, "varlen.cu_seqlens_q");
+  a.varlen = VarlenBatch{offsets, offsets, 3, 301};
+  expect_error([&] { attention_forward(a); }, "varlen.max_seqlen_q");
+  a.varlen = VarlenBatch{offsets, offsets, 3, 200};
+  a.lse = TensorView::contiguous(p, DType::F32, {kHq, 299});
+  expect_error([&] { attention_forward(a); }, "lse shape");
+}
+
+TEST(AttentionArgs, AcceptsBhsdStridesBeforeTheDeviceChecks) {
+  auto a = valid();
+  // [B, S, H, D] views of [B, H, S, D] storage: only the device check (fake pointer) may fail.
+  a.q.strides = a.o.strides = {kHq * kS * kD, kD, kS * kD, 1};
+  a.k.strides = a.v.strides = {kHkv * kSk * kD, kD, kSk * kD, 1};
+  try {
+    attention_forward(a);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pointer"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AttentionArgs, HeadDimWithoutKernelIsUnsupported) {
+  auto a = valid();
+  for (const std::int64_t d : {32, 96, 512}) {
+    a.q = a.o = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {kB, kS, kHq, d});
+    a.k = a.v = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {kB, kSk, kHkv, d});
+    a.lse = {};
+    expect_error([&] { attention_forward(a); }, "head_dim", ErrorKind::Unsupported);
+  }
+}
+
+}  // namespace
+}  // namespace fusekit

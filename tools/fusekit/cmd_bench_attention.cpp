@@ -1,0 +1,62 @@
+// fusekit bench attention: the portable fused attention forward at one shape, or over the sweep
+// (S = 512 … 16384, causal and not), each case validated on sampled rows before it is timed.
+#include <fmt/format.h>
+
+#include "bench/attention.hpp"
+#include "fusekit/runtime.hpp"
+#include "tools/fusekit/commands.hpp"
+
+namespace fusekit::tools {
+
+namespace {
+struct AttentionBenchArgs {
+  std::int64_t seqlen = bench::AttentionBenchOptions{}.seqlen;
+  std::vector<std::int64_t> head_dims = {bench::AttentionBenchOptions{}.head_dim};
+  bool causal = false;
+  std::string dtype = "bf16";
+  bool sweep = false;
+  CommonBenchOptions common;
+};
+}  // namespace
+
+void add_bench_attention_command(CLI::App& bench, Commands& commands) {
+  auto args = std::make_shared<AttentionBenchArgs>();
+  auto* sub = bench.add_subcommand("attention", "O = softmax(Q·Kᵀ/√D)·V, B·S = 16384, H·D = 2048: portable kernel");
+  sub->add_option("--seqlen", args->seqlen, "sequence length S (B = 16384 / S)")->capture_default_str();
+  sub->add_option("--head-dim", args->head_dims, "head dims D, one or more of 64, 128, 256 (H = 2048 / D)")
+      ->capture_default_str();
+  sub->add_flag("--causal", args->causal, "causal mask (half the FLOPs)");
+  sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
+  sub->add_flag("--sweep", args->sweep, "S = 512 … 16384, causal and not (ignores --seqlen, --causal)");
+  add_common_bench_options(sub, args->common);
+  commands.push_back({sub, [args] {
+    const DType dtype = parse_dtype(args->dtype, "--dtype");
+    std::vector<bench::AttentionBenchOptions> cases;
+    const auto scope = args->common.check ? bench::CheckScope::AllRows : bench::CheckScope::SampledRows;
+    for (const std::int64_t d : args->head_dims) {
+      if (args->sweep) {
+        for (const Causal causal : {Causal::No, Causal::Yes})
+          for (const std::int64_t s : bench::attention_sweep_seqlens())
+            cases.push_back({s, d, causal, dtype, scope, args->common.seed});
+      } else {
+        cases.push_back({args->seqlen, d, args->causal ? Causal::Yes : Causal::No, dtype, scope, args->common.seed});
+      }
+    }
+    for (const auto& c : cases) {
+      const std::int64_t b = bench::kAttentionTokens / c.seqlen, h = bench::kAttentionModelWidth / c.head_dim;
+      fmt::print("attention B{} S{} H{} D{}{} {}: {:.1f} GFLOP\n", b, c.seqlen, h, c.head_dim,
+                 c.causal == Causal::Yes ? " causal" : "", dtype_name(dtype),
+                 bench::attention_flops(b, h, c.seqlen, c.head_dim, c.causal) / 1e9);
+    }
+    if (device_count() == 0) return no_device("bench attention");
+    return run_ladders(
+        [&] {
+          std::vector<bench::LadderRun> ladders;
+          for (const auto& c : cases) ladders.push_back(bench::make_attention_ladder(c));
+          return ladders;
+        },
+        args->common);
+  }});
+}
+
+}  // namespace fusekit::tools
