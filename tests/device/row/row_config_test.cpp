@@ -46,7 +46,7 @@ TEST(RowConfig, LongerRowsTakeWholeWarpsSizedToTheRow) {
   EXPECT_EQ(full.slice, 4096);
   EXPECT_EQ(plan<One>(4096, kF32, kMaxClusterCtas).threads, 256);
   EXPECT_EQ(plan<Two>(4096, kBf16, kMaxClusterCtas).threads, 256);
-  EXPECT_EQ(plan<One>(32768, kBf16, kMaxClusterCtas).threads, kMaxRowThreads);
+  EXPECT_EQ(plan<One>(16384, kBf16, kMaxClusterCtas).threads, kPreferredRowThreads);
 }
 
 TEST(RowConfig, SplitsLongRowsOverClustersThatCoverThem) {
@@ -60,9 +60,14 @@ TEST(RowConfig, SplitsLongRowsOverClustersThatCoverThem) {
     EXPECT_LT(std::int64_t{p.cluster - 1} * p.slice, n) << n;  // no CTA without columns
     EXPECT_LE(p.cluster, kMaxClusterCtas) << n;
   }
-  EXPECT_EQ(plan<One>(40000, kBf16, kMaxClusterCtas).cluster, 2);
-  EXPECT_EQ(plan<One>(40000, kBf16, kMaxClusterCtas).threads, 640);  // 2500 chunks per CTA
+  // Clusters of CTAs up to kPreferredRowThreads first: 32768 → 2 × 512 threads, 40000 (5000
+  // chunks) → 3 × 448; past 8 such CTAs the CTAs grow instead: 262144 → 8 × 1024.
+  EXPECT_EQ(plan<One>(32768, kBf16, kMaxClusterCtas).cluster, 2);
+  EXPECT_EQ(plan<One>(32768, kBf16, kMaxClusterCtas).threads, kPreferredRowThreads);
+  EXPECT_EQ(plan<One>(40000, kBf16, kMaxClusterCtas).cluster, 3);
+  EXPECT_EQ(plan<One>(40000, kBf16, kMaxClusterCtas).threads, 448);
   EXPECT_EQ(plan<One>(262144, kBf16, kMaxClusterCtas).cluster, 8);
+  EXPECT_EQ(plan<One>(262144, kBf16, kMaxClusterCtas).threads, kMaxRowThreads);
   EXPECT_FALSE(plan<One>(262145, kBf16, kMaxClusterCtas).valid());
   EXPECT_FALSE(plan<One>(262144, kF32, kMaxClusterCtas).valid());
   EXPECT_EQ(longest<One>(kF32, kMaxClusterCtas), 131072);
@@ -71,6 +76,7 @@ TEST(RowConfig, SplitsLongRowsOverClustersThatCoverThem) {
 
 TEST(RowConfig, WithoutClustersOneCtaHoldsTheRow) {
   EXPECT_EQ(plan<One>(32768, kBf16, 1).cluster, 1);
+  EXPECT_EQ(plan<One>(32768, kBf16, 1).threads, kMaxRowThreads);
   EXPECT_FALSE(plan<One>(32769, kBf16, 1).valid());
   EXPECT_EQ(longest<One>(kBf16, 1), 32768);
 }

@@ -24,6 +24,12 @@ inline constexpr int kChunkBytes = 16;      // one 128-bit load or store per chu
 inline constexpr int kMaxRowThreads = 1024;  // the CTA size limit
 inline constexpr int kMinBlockThreads = 128;  // short rows are packed into CTAs of at least this
 inline constexpr int kMaxClusterCtas = 8;    // the portable cluster size limit
+// NOTE: rows that need more threads than this split over a cluster of CTAs first (up to
+// kMaxClusterCtas), and grow CTAs to kMaxRowThreads only beyond: two CTAs of 512 threads per SM
+// overlap one's reduction with the other's loads. Measured (docs/performance.md): 32768–131072
+// long rows gain up to 16% (RMSNorm) and 18% (softmax) over 1024-thread CTAs; a 256 cap lost 19%
+// at 16384 (RMSNorm).
+inline constexpr int kPreferredRowThreads = 512;
 
 // NOTE: the kernels are compiled for CTAs of up to kMaxThreads threads; at kMaxRowThreads that
 // caps them at 64 registers per thread, so 1024 threads per SM stay resident whatever the layout
@@ -64,13 +70,17 @@ struct RowLayout {
 };
 
 // The layout of rows of `n` elements of `element_bytes` each, for kernels of `Config`: the
-// fewest threads that hold the row at Config::kChunks chunks each, split over the fewest CTAs
-// (at most `max_cluster`). Invalid when the row does not fit.
+// fewest threads that hold the row at Config::kChunks chunks each, split over the fewest CTAs of
+// at most `cta_threads` threads (at most `max_cluster` of them; larger CTAs when that is not
+// enough). Invalid when the row does not fit.
 template <class Config>
-constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int max_cluster) {
+constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int max_cluster,
+                              int cta_threads = kPreferredRowThreads) {
   const int per_chunk = kChunkBytes / element_bytes;
   const std::int64_t chunks = (n + per_chunk - 1) / per_chunk;
-  const std::int64_t cluster = (chunks + Config::kCapacity - 1) / Config::kCapacity;
+  const std::int64_t preferred = std::int64_t{std::min(cta_threads, Config::kMaxThreads)} * Config::kChunks;
+  std::int64_t cluster = (chunks + preferred - 1) / preferred;
+  if (cluster > max_cluster) cluster = (chunks + Config::kCapacity - 1) / Config::kCapacity;
   if (n < 1 || cluster > max_cluster) return {};
   const std::int64_t chunks_per_cta = (chunks + cluster - 1) / cluster;
   const std::int64_t needed = (chunks_per_cta + Config::kChunks - 1) / Config::kChunks;
