@@ -25,11 +25,13 @@ void launch(const SoftmaxForwardArgs& a, const rows::RowShape& shape, cudaStream
   p.scale_log2 = a.scale * device::kLog2e;
   p.causal = a.causal;
   const device::Access access = rows::access_for(device::kChunkBytes / sizeof(T), shape.n, {&a.x, &a.y});
+  const bool plain = a.causal == Causal::No && p.scale_log2 > 0.0f;
   rows::with_access(access, [&](auto kAccess) {
     using Config = rows::ConfigFor<device::OneTensorRows, kAccess>;
     p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
-    rows::launch(device::softmax_forward_kernel<T, Config, kAccess>, p.layout, shape.rows, p, stream,
-                 "softmax_forward_kernel");
+    const auto go = [&](auto kernel) { rows::launch(kernel, p.layout, shape.rows, p, stream, "softmax_forward_kernel"); };
+    if (plain) go(device::softmax_forward_kernel<T, Config, kAccess, device::SoftmaxLogits::Plain>);
+    else go(device::softmax_forward_kernel<T, Config, kAccess, device::SoftmaxLogits::General>);
   });
 }
 

@@ -93,22 +93,30 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
 
   const float inv_n = 1.0f / static_cast<float>(p.n);
   float mean = 0.0f;
+  float variance = 0.0f;  // LayerNorm: mean((h − mean)²); RMSNorm: mean(h²)
   if (p.kind == NormKind::LayerNorm) {
     float sum = 0.0f;
     h.template for_each<kAccess>(at.slot, n, [&](float v, int) { sum += v; });
     mean = row_allreduce<0>(sum, SumOp{}, p.layout) * inv_n;
+    // NOTE: Σ(h − mean) rides along with Σ(h − mean)² in one reduction and corrects the first
+    // mean's rounding (|mean|·ε·log n, which would dominate when |mean| ≫ spread).
+    // NOTE: one reduction of per-thread (count, mean, M2) merged by Chan's formula instead of the
+    // two was slower (3.08 → 2.31 TB/s at 32768×4096 bf16; docs/performance.md).
+    SumPair dev{0.0f, 0.0f};
+    h.template for_each<kAccess>(at.slot, n, [&](float v, int) {
+      dev.first += v - mean;
+      dev.second += (v - mean) * (v - mean);
+    });
+    dev = row_allreduce<1>(dev, SumPairOp{}, p.layout);
+    const float shift = dev.first * inv_n;
+    mean += shift;
+    variance = fmaxf(dev.second * inv_n - shift * shift, 0.0f);
+  } else {
+    float squares = 0.0f;
+    h.template for_each<kAccess>(at.slot, n, [&](float v, int) { squares += v * v; });
+    variance = row_allreduce<2>(squares, SumOp{}, p.layout) * inv_n;
   }
-  // NOTE: Σ(h − mean) rides along with Σ(h − mean)² in one reduction and corrects the first
-  // mean's rounding (|mean|·ε·log n, which would dominate when |mean| ≫ spread).
-  SumPair dev{0.0f, 0.0f};
-  h.template for_each<kAccess>(at.slot, n, [&](float v, int) {
-    dev.first += v - mean;
-    dev.second += (v - mean) * (v - mean);
-  });
-  dev = row_allreduce<1>(dev, SumPairOp{}, p.layout);
-  const float shift = p.kind == NormKind::LayerNorm ? dev.first * inv_n : 0.0f;
-  mean += shift;
-  const float rstd = rsqrtf(fmaxf(dev.second * inv_n - shift * shift, 0.0f) + p.eps);
+  const float rstd = rsqrtf(variance + p.eps);
   if (live && at.leader()) {
     if (p.mean) p.mean[row] = mean;
     if (p.rstd) p.rstd[row] = rstd;
@@ -128,7 +136,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
         for (int e = 0; e < kE; ++e)
           if (c + e < n) amax = fmaxf(amax, fabsf(y[e]));
       }
-      amax = row_allreduce<2>(amax, MaxOp{}, p.layout);
+      amax = row_allreduce<3>(amax, MaxOp{}, p.layout);
       if (live && at.leader() && p.amax) atomic_max_nonnegative(p.amax, amax);
       if (p.quant == QuantScale::PerRow) {
         // NOTE: an all-zero row gets scale 1 (any scale represents it; 0 would not invert).

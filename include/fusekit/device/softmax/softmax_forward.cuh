@@ -24,21 +24,31 @@ struct SoftmaxForwardParams {
   reference::Causal causal = reference::Causal::No;
 };
 
+// Which logits a kernel must guard. Plain: a positive scale and no mask, so a −∞ input scales to
+// −∞ by itself and every column is visible; General: any scale, causal mask.
+// NOTE: the guards are about half of the instructions per element, and softmax is issue-bound
+// (docs/performance.md), so the common case gets kernels without them.
+enum class SoftmaxLogits : std::uint8_t { Plain, General };
+
 // The log2-domain logit of x at column c: −∞ for a −∞ input (whatever the sign of the scale) and
 // for columns at or past `visible_end`.
+template <SoftmaxLogits kLogits>
 __device__ inline float logit2(float x, int c, int visible_end, float scale_log2) {
-  return c >= visible_end || x == -INFINITY ? -INFINITY : x * scale_log2;
+  if constexpr (kLogits == SoftmaxLogits::Plain) return x * scale_log2;
+  else return c >= visible_end || x == -INFINITY ? -INFINITY : x * scale_log2;
 }
 
 // logit2 − max without rounding the product first: for |x| in the tens of thousands, rounding
 // x·scale·log2(e) to float before subtracting loses the low bits that decide the probability
 // (a 0.3% error at |x| = 3e4); the fused multiply-add rounds only the difference.
+template <SoftmaxLogits kLogits>
 __device__ inline float shifted_logit2(float x, int c, int visible_end, float scale_log2, float max) {
-  return c >= visible_end || x == -INFINITY ? -INFINITY : fmaf(x, scale_log2, -max);
+  if constexpr (kLogits == SoftmaxLogits::Plain) return fmaf(x, scale_log2, -max);
+  else return c >= visible_end || x == -INFINITY ? -INFINITY : fmaf(x, scale_log2, -max);
 }
 
 // One row (or this CTA's slice of it) per thread group.
-template <class T, class Config, Access kAccess>
+template <class T, class Config, Access kAccess, SoftmaxLogits kLogits>
 __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const RowPosition& at) {
   using Tile = RowTile<T, Config>;
   // NOTE: a row past the end (the last group of packed short rows) holds no columns but still
@@ -59,10 +69,12 @@ __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const 
   }
 
   MaxSum part{-INFINITY, 0.0f};
-  x.template for_each<kAccess>(at.slot, n, [&](float v, int c) { part.max = fmaxf(part.max, logit2(v, c, visible_end, p.scale_log2)); });
+  x.template for_each<kAccess>(
+      at.slot, n, [&](float v, int c) { part.max = fmaxf(part.max, logit2<kLogits>(v, c, visible_end, p.scale_log2)); });
   if (part.max != -INFINITY)
-    x.template for_each<kAccess>(at.slot, n,
-               [&](float v, int c) { part.sum += exp2f(shifted_logit2(v, c, visible_end, p.scale_log2, part.max)); });
+    x.template for_each<kAccess>(at.slot, n, [&](float v, int c) {
+      part.sum += exp2f(shifted_logit2<kLogits>(v, c, visible_end, p.scale_log2, part.max));
+    });
   const MaxSum total = row_allreduce<0>(part, MaxSumOp{}, p.layout);
 
   // NOTE: a fully masked row has no distribution; it is written as zeros.
@@ -70,13 +82,13 @@ __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const 
   const float inv_sum = empty ? 0.0f : 1.0f / total.sum;
   const float max = empty ? 0.0f : total.max;
   x.template store_mapped<T, kAccess>(p.y.row<T>(row, p.rows_per_batch), at.slot, n, [&](int i, int e, int c) {
-    return exp2f(shifted_logit2(x.value(i, e), c, visible_end, p.scale_log2, max)) * inv_sum;
+    return exp2f(shifted_logit2<kLogits>(x.value(i, e), c, visible_end, p.scale_log2, max)) * inv_sum;
   });
 }
 
-template <class T, class Config, Access kAccess>
+template <class T, class Config, Access kAccess, SoftmaxLogits kLogits>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) softmax_forward_kernel(const SoftmaxForwardParams p) {
-  softmax_forward_row<T, Config, kAccess>(p, RowPosition::of(p.layout));
+  softmax_forward_row<T, Config, kAccess, kLogits>(p, RowPosition::of(p.layout));
   cluster_finish(p.layout);
 }
 
