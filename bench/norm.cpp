@@ -13,6 +13,9 @@
 #include "fusekit/error.hpp"
 #include "fusekit/norm.hpp"
 #include "fusekit/numerics.hpp"
+#include "fusekit/pointwise.hpp"
+#include "fusekit/pointwise_chain.hpp"
+#include "fusekit/reference/epilogue.hpp"
 #include "fusekit/reference/norm.hpp"
 #include "fusekit/reference/softmax.hpp"
 #include "fusekit/softmax.hpp"
@@ -24,6 +27,8 @@ namespace {
 
 constexpr std::int64_t kSweepFirst = 512, kSweepLast = 262144;
 constexpr float kEps = 1e-5f;
+
+EpilogueSpec bias_gelu_residual() { return EpilogueSpec{}.bias().gelu_tanh().residual(); }
 
 struct RowOpState {
   RowOpOptions o;
@@ -72,6 +77,7 @@ std::string_view row_op_name(RowOp op) {
     case RowOp::LayerNorm: return "layernorm";
     case RowOp::AddRmsNorm: return "add_rmsnorm";
     case RowOp::Softmax: return "softmax";
+    case RowOp::BiasGeluResidual: return "bias_gelu_residual";
   }
   return "?";
 }
@@ -103,7 +109,7 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
   fill_uniform(s->x, seed, -2.0f, 2.0f);
   fill_uniform(s->w, seed + 1, 0.5f, 1.5f);
   fill_uniform(s->b, seed + 2, -0.5f, 0.5f);
-  if (o.op == RowOp::AddRmsNorm) {
+  if (o.op == RowOp::AddRmsNorm || o.op == RowOp::BiasGeluResidual) {
     s->r = DeviceTensor(dt, {m, n});
     s->h = DeviceTensor(dt, {m, n});
     fill_uniform(s->r, seed + 3, -2.0f, 2.0f);
@@ -131,6 +137,13 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
       break;
     }
     case RowOp::Softmax: s->expected = reference::softmax_forward(hx); break;
+    case RowOp::BiasGeluResidual: {
+      reference::EpilogueInputs in;
+      in.bias = hb;
+      in.residual = sampled(s->r, s->rows);
+      s->expected = reference::apply_epilogue(bias_gelu_residual(), hx, in).out;
+      break;
+    }
   }
   const std::string what = s->rows.size() == static_cast<std::size_t>(m)
                                ? "every row vs CPU double reference"
@@ -232,6 +245,25 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
       ladder.rungs.push_back(Rung{"fused", "one kernel: row in registers, online max and sum, normalize",
                                   [s](cudaStream_t st) { softmax_forward({s->x, s->y}, st); }, poison_all, check_y,
                                   elements, bytes});
+      break;
+    }
+    case RowOp::BiasGeluResidual: {
+      const double bytes = esz * (3 * elements + n);
+      ladder.rungs.push_back(Rung{"unfused", "bias kernel, then GELU kernel, then add kernel",
+                                  [s](cudaStream_t st) {
+                                    add_bias(s->x, s->b, s->t, st);
+                                    gelu(s->t, s->t, st);
+                                    add(s->t, s->r, s->y, st);
+                                  },
+                                  poison_all, check_y, elements, bytes});
+      ladder.rungs.push_back(Rung{"fused", "pointwise chain kernel: bias → gelu_tanh → residual, 16-byte vectors",
+                                  [s](cudaStream_t st) {
+                                    PointwiseChainArgs a{bias_gelu_residual(), s->x, {}, s->y};
+                                    a.tensors.bias = s->b;
+                                    a.tensors.residual = s->r;
+                                    pointwise_chain(a, st);
+                                  },
+                                  poison_all, check_y, elements, bytes});
       break;
     }
   }

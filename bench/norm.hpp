@@ -4,6 +4,7 @@
 //   layernorm   y = (x − mean)·rstd·w + b
 //   add_rmsnorm h = x + r;  y = rmsnorm(h)·w      (writes h and y)
 //   softmax     y = exp(x − max x) / Σ exp(x − max x)
+//   bias_gelu_residual  y = gelu(x + b) + r         (the pointwise chain, fusekit/pointwise_chain.hpp)
 // Rungs: unfused (one eager kernel per op: statistics, normalize, affine — fusekit/eager_rows.hpp)
 // and fused (fusekit/norm.hpp, fusekit/softmax.hpp). min_bytes: each input read once, each
 // output written once; flops ≈ elements.
@@ -16,7 +17,7 @@
 
 namespace fusekit::bench {
 
-enum class RowOp : std::uint8_t { RmsNorm, LayerNorm, AddRmsNorm, Softmax };
+enum class RowOp : std::uint8_t { RmsNorm, LayerNorm, AddRmsNorm, Softmax, BiasGeluResidual };
 
 std::string_view row_op_name(RowOp op);
 

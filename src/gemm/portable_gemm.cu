@@ -3,6 +3,7 @@
 
 #include "fusekit/device/gemm/mma_sync_gemm.cuh"
 #include "fusekit/error.hpp"
+#include "../epilogue/device_chain.hpp"
 #include "portable_gemm.hpp"
 
 namespace fusekit::portable {
@@ -17,50 +18,11 @@ bool aligned16(const TensorView& t) {
                        (t.rank < 2 || (t.strides[0] * static_cast<std::int64_t>(t.element_size())) % 16 == 0));
 }
 
-bool position_independent(EpilogueOp op) {
-  switch (op) {
-    case EpilogueOp::Scale:
-    case EpilogueOp::Relu:
-    case EpilogueOp::GeluTanh:
-    case EpilogueOp::GeluErf:
-    case EpilogueOp::Silu:
-    case EpilogueOp::Clamp:
-    case EpilogueOp::Cast: return true;
-    default: return false;
-  }
-}
-
-device::Chain make_chain(const FusedGemmArgs& g) {
-  device::Chain c{};
-  const auto& nodes = g.epilogue.nodes;
-  c.count = static_cast<int>(nodes.size());
-  c.uniform_prefix = c.count;
-  c.gate = c.count;
-  for (int i = 0; i < c.count; ++i) {
-    c.nodes[i] = {nodes[static_cast<std::size_t>(i)].op, nodes[static_cast<std::size_t>(i)].p0,
-                  nodes[static_cast<std::size_t>(i)].p1, nodes[static_cast<std::size_t>(i)].dtype};
-    if (!position_independent(c.nodes[i].op) && c.uniform_prefix == c.count) c.uniform_prefix = i;
-    if (c.nodes[i].op == EpilogueOp::SwiGlu || c.nodes[i].op == EpilogueOp::GeGlu) c.gate = i;
-  }
-  const auto& t = g.tensors;
-  c.dtype = g.d.dtype;
-  c.source = t.source.data;
-  c.ld_source = t.source.empty() ? 0 : t.source.strides[0];
-  c.bias = t.bias.data;
-  c.row_scale = static_cast<const float*>(t.row_scale.data);
-  c.col_scale = static_cast<const float*>(t.col_scale.data);
-  c.residual = t.residual.data;
-  c.ld_residual = t.residual.empty() ? 0 : t.residual.strides[0];
-  c.aux = t.aux.data;
-  c.ld_aux = t.aux.empty() ? 0 : t.aux.strides[0];
-  return c;
-}
-
 template <class T>
 void launch(const FusedGemmArgs& g, cudaStream_t stream) {
   Params p{g.a.data, g.a.strides[0], g.b.data, g.b.strides[0], g.d.data, g.d.strides[0],
            static_cast<int>(g.a.shape[0]), static_cast<int>(g.b.shape[0]), static_cast<int>(g.a.shape[1]),
-           make_chain(g)};
+           epilogue::make_device_chain(g.epilogue, g.tensors, g.d.dtype)};
   static const bool configured = [] {
     check_cuda(cudaFuncSetAttribute(gemm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes),
                "cudaFuncSetAttribute (portable GEMM shared memory)");

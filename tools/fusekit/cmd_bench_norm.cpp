@@ -57,6 +57,8 @@ void add_bench_norm_commands(CLI::App& bench, Commands& commands) {
   add_row_op(bench, commands, bench::RowOp::LayerNorm, "y = layernorm(x)·w + b: eager chain vs fused");
   add_row_op(bench, commands, bench::RowOp::AddRmsNorm, "h = x + r; y = rmsnorm(h)·w: eager chain vs fused");
   add_row_op(bench, commands, bench::RowOp::Softmax, "y = softmax(x): eager chain vs fused");
+  add_row_op(bench, commands, bench::RowOp::BiasGeluResidual,
+             "y = gelu(x + b) + r: eager chain vs the pointwise chain kernel");
 }
 
 }  // namespace fusekit::tools

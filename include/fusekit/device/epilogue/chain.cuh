@@ -6,33 +6,11 @@
 #include <cstdint>
 
 #include "fusekit/device/convert.cuh"
+#include "fusekit/device/epilogue/chain_params.hpp"
 #include "fusekit/device/pointwise/activation.cuh"
 #include "fusekit/epilogue.hpp"
 
 namespace fusekit::device {
-
-inline constexpr int kMaxChainNodes = 8;
-
-struct ChainNode {
-  EpilogueOp op;
-  float p0, p1;
-  DType dtype;
-};
-
-// The chain and the tensors its nodes use, passed by value to a kernel.
-struct Chain {
-  ChainNode nodes[kMaxChainNodes];
-  int count;
-  int uniform_prefix;  // nodes [0, uniform_prefix) are position-independent
-  int gate;            // index of the gated node, or count when there is none
-  DType dtype;         // of source, bias, residual and aux
-  const void* source; std::int64_t ld_source;
-  const void* bias;
-  const float* row_scale;
-  const float* col_scale;
-  const void* residual; std::int64_t ld_residual;
-  void* aux; std::int64_t ld_aux;
-};
 
 // sigmoid-weighted linear unit: silu(x) = x / (1 + e^(−x))
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
@@ -56,7 +34,7 @@ __device__ __forceinline__ float apply_uniform(const ChainNode& n, float x) {
       switch (n.dtype) {
         case DType::F16: return __half2float(__float2half_rn(x));
         case DType::BF16: return __bfloat162float(__float2bfloat16_rn(x));
-        case DType::E4M3: return float(__nv_fp8_e4m3(x));
+        case DType::E4M3: return float(float_to_e4m3(x));
         case DType::E5M2: return float(__nv_fp8_e5m2(x));
         default: return x;
       }

@@ -56,12 +56,13 @@ template <class T, class Fold, class Combine, class Finish>
 __global__ void __launch_bounds__(kEagerThreads) eager_row_reduce_kernel(EagerMatrix<const T> x, EagerRowStats in,
                                                                           float* first, float* second, std::int64_t n,
                                                                           Fold fold, Finish finish) {
-  using Config = RowConfig<kEagerThreads, 1, ClusterUse::Never>;
+  // The whole CTA holds the row: one row per CTA, no cluster.
+  constexpr RowLayout kLayout{kEagerThreads, 1, 1, 0};
   const std::int64_t i = blockIdx.x;
   const float s = in.first ? in.first[i] : 0.0f;
   SumPair acc = fold.identity();
   for (std::int64_t j = threadIdx.x; j < n; j += kEagerThreads) acc = fold(acc, x.at(i, j), s);
-  acc = row_allreduce<Config, 0>(acc, Combine{}, 1);
+  acc = row_allreduce<0>(acc, Combine{}, kLayout);
   if (threadIdx.x == 0) {
     const SumPair out = finish(acc, static_cast<float>(n));
     first[i] = out.first;

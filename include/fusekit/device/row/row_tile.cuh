@@ -56,6 +56,8 @@ template <int kBytes> struct WordOf;
 template <> struct WordOf<16> { using Type = uint4; };
 template <> struct WordOf<8> { using Type = uint2; };
 template <> struct WordOf<4> { using Type = unsigned int; };
+template <> struct WordOf<2> { using Type = unsigned short; };
+template <> struct WordOf<1> { using Type = unsigned char; };
 
 // kElements values of type T stored as one word (a 16-, 8- or 4-byte access).
 template <class T, int kElements>

@@ -1,0 +1,113 @@
+// Launcher of the pointwise chain kernel (fusekit/pointwise_chain.hpp): validation, the
+// vector-or-scalar decision, dtype dispatch.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "../epilogue/device_chain.hpp"
+#include "../row/row_launch.cuh"
+#include "fusekit/device/pointwise/chain_map.cuh"
+#include "fusekit/pointwise_chain.hpp"
+#include "fusekit/runtime.hpp"
+
+namespace fusekit {
+
+namespace {
+
+// The tensors a chain may bind that hold x's dtype, with their argument names.
+struct Bound {
+  const char* name;
+  const TensorView* view;
+};
+
+void validate_args(const PointwiseChainArgs& a, bool quantized) {
+  check::structure("x", a.x);
+  check::rank("x", a.x, 2);
+  check::dtype("x", a.x, {DType::F32, DType::F16, DType::BF16});
+  const std::int64_t m = a.x.shape[0], n = a.x.shape[1];
+  require(a.chain.nodes.size() <= static_cast<std::size_t>(device::kMaxChainNodes), "chain nodes",
+          "at most " + std::to_string(device::kMaxChainNodes), a.chain.nodes.size());
+  validate(a.chain, a.tensors, m, n);
+  const std::int64_t n_out = epilogue_output_columns(a.chain, n);
+  check::structure("y", a.y);
+  check::shape("y", a.y, {m, n_out});
+  const DType out = quantized ? DType::E4M3 : a.x.dtype;
+  require(a.y.dtype == out, "y dtype", dtype_name(out), dtype_name(a.y.dtype));
+  for (const Bound& b : {Bound{"source", &a.tensors.source}, Bound{"bias", &a.tensors.bias},
+                         Bound{"residual", &a.tensors.residual}, Bound{"aux", &a.tensors.aux}}) {
+    if (b.view->empty()) continue;
+    require(b.view->dtype == a.x.dtype, std::string("epilogue ") + b.name + " dtype", dtype_name(a.x.dtype),
+            dtype_name(b.view->dtype));
+    check::on_current_device(std::string("epilogue ") + b.name, *b.view);
+  }
+  for (const Bound& b : {Bound{"row_scale", &a.tensors.row_scale}, Bound{"col_scale", &a.tensors.col_scale}})
+    if (!b.view->empty()) check::on_current_device(std::string("epilogue ") + b.name, *b.view);
+  check::on_current_device("x", a.x);
+  check::on_current_device("y", a.y);
+  require(m * (n_out + 0) <= static_cast<std::int64_t>(UINT32_MAX), "x elements", "fewer than 2^32 outputs",
+          m * n_out);
+}
+
+// Whether every row and tensor allows 16-byte chunks of `chunk` elements at the columns each
+// thread touches: whole chunks of output columns and gate blocks, aligned rows.
+bool vectorizable(const PointwiseChainArgs& a, std::int64_t chunk) {
+  const std::int64_t n = a.x.shape[1];
+  if (n % chunk != 0 || epilogue_output_columns(a.chain, n) % chunk != 0) return false;
+  if (a.chain.gated() && a.chain.gate_block() % chunk != 0) return false;
+  const std::size_t bytes = static_cast<std::size_t>(chunk) * a.x.element_size();
+  for (const TensorView* t : {&a.x, &a.tensors.source, &a.tensors.bias, &a.tensors.residual, &a.tensors.aux})
+    if (!rows::vector_aligned(*t, bytes)) return false;
+  return rows::vector_aligned(a.y, static_cast<std::size_t>(chunk) * a.y.element_size());
+}
+
+template <class T, class Out, int kE>
+void launch(const PointwiseChainArgs& a, cudaStream_t stream) {
+  device::PointwiseChainParams p;
+  p.x = a.x.data;
+  p.ld_x = a.x.strides[0];
+  p.y = a.y.data;
+  p.ld_y = a.y.strides[0];
+  p.rows = static_cast<std::uint32_t>(a.x.shape[0]);
+  p.chunks_per_row = static_cast<std::uint32_t>(epilogue_output_columns(a.chain, a.x.shape[1]) / kE);
+  p.chain = epilogue::make_device_chain(a.chain, a.tensors, a.x.dtype);
+  p.quant_scale = a.tensors.quant_scale;
+  p.amax = a.tensors.amax;
+  const std::uint64_t threads = std::uint64_t{p.rows} * p.chunks_per_row;
+  if (threads == 0) return;
+  const auto blocks = static_cast<unsigned>((threads + device::kChainThreads - 1) / device::kChainThreads);
+  device::pointwise_chain_kernel<T, Out, kE><<<blocks, device::kChainThreads, 0, stream>>>(p);
+  check_launch("pointwise_chain_kernel");
+}
+
+template <class T, class Out>
+void dispatch(const PointwiseChainArgs& a, cudaStream_t stream) {
+  constexpr int kVector = device::kChunkBytes / sizeof(T);
+  if (vectorizable(a, kVector)) launch<T, Out, kVector>(a, stream);
+  else launch<T, Out, 1>(a, stream);
+}
+
+template <class T>
+void dispatch_out(const PointwiseChainArgs& a, bool quantized, cudaStream_t stream) {
+  if (quantized) dispatch<T, __nv_fp8_e4m3>(a, stream);
+  else dispatch<T, T>(a, stream);
+}
+
+}  // namespace
+
+void pointwise_chain(const PointwiseChainArgs& a, cudaStream_t stream) {
+  const bool quantized = a.chain.uses(EpilogueOp::QuantizeE4M3);
+  validate_args(a, quantized);
+  if (quantized) require(a.tensors.quant_scale != nullptr, "tensors.quant_scale", "a device float", "null");
+  switch (a.x.dtype) {
+    case DType::F32: return dispatch_out<float>(a, quantized, stream);
+    case DType::F16: return dispatch_out<__half>(a, quantized, stream);
+    case DType::BF16: return dispatch_out<__nv_bfloat16>(a, quantized, stream);
+    default: throw_invalid("x dtype", "f32, f16 or bf16", dtype_name(a.x.dtype));
+  }
+}
+
+}  // namespace fusekit

@@ -1,0 +1,154 @@
+// The pointwise chain kernel against the CPU reference of the same epilogue description
+// (reference::apply_epilogue), in every dtype, on the vector path (aligned rows of whole 16-byte
+// chunks) and the element-by-element one (odd lengths, odd row strides, odd gate blocks), with
+// column-distinct biases and scales and row-distinct scales so no index mix-up can pass.
+#include "fusekit/pointwise_chain.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "fusekit/buffer.hpp"
+#include "fusekit/error.hpp"
+#include "fusekit/numerics.hpp"
+#include "fusekit/reference/epilogue.hpp"
+#include "fusekit/transfer.hpp"
+#include "support/compare.hpp"
+#include "support/gpu.hpp"
+
+namespace fusekit {
+namespace {
+
+using testing::rel_l2;
+using testing::to_matrix;
+
+struct Shape {
+  std::int64_t rows, cols, ld;  // x's row stride ld >= cols
+};
+
+// A row-major [rows, cols] view over its own storage with row stride ld.
+struct Strided {
+  DeviceBuffer buffer;
+  TensorView view;
+  Strided(DType dtype, std::int64_t rows, std::int64_t cols, std::int64_t ld)
+      : buffer(static_cast<std::size_t>(rows * ld) * dtype_size(dtype)),
+        view(TensorView::matrix(buffer.data(), dtype, rows, cols, ld)) {}
+};
+
+// e4m3 keeps 3 mantissa bits: a result off by one code near a rounding tie moves it by 2^-3.
+constexpr double kE4m3Tolerance = 0.0625;
+
+struct Case {
+  std::string name;
+  EpilogueSpec chain;
+};
+
+// Runs `chain` on x [rows, cols] (row stride ld) with every tensor it needs, and compares y (and
+// aux, amax) with the reference.
+void check_chain(DType dt, const EpilogueSpec& chain, const Shape& s, std::uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << chain.to_string() << " " << s.rows << "x" << s.cols << " ld " << s.ld);
+  const std::int64_t m = s.rows, n = s.cols, n_out = epilogue_output_columns(chain, n);
+  const bool quantized = chain.uses(EpilogueOp::QuantizeE4M3);
+  Strided x(dt, m, n, s.ld);
+  Strided y(quantized ? DType::E4M3 : dt, m, n_out, n_out);
+  fill_uniform(x.view, seed, -3.0f, 3.0f);
+  poison(y.view);
+
+  PointwiseChainArgs a{chain, x.view, {}, y.view};
+  reference::EpilogueInputs in;
+  DeviceTensor source(dt, {m, n}), bias(dt, {n}), residual(dt, {m, n_out}), row_scale(DType::F32, {m}),
+      col_scale(DType::F32, {n}), aux(dt, {m, n}), quant(DType::F32, {1}), amax(DType::F32, {1});
+  if (chain.uses(EpilogueOp::AddSource)) {
+    fill_uniform(source, seed + 1, -1.0f, 1.0f);
+    a.tensors.source = source;
+    in.source = to_matrix(source);
+  }
+  if (chain.uses(EpilogueOp::ColumnBias)) {
+    fill_uniform(bias, seed + 2, -2.0f, 2.0f);
+    a.tensors.bias = bias;
+    in.bias = download(bias);
+  }
+  if (chain.uses(EpilogueOp::Residual)) {
+    fill_uniform(residual, seed + 3, -1.0f, 1.0f);
+    a.tensors.residual = residual;
+    in.residual = to_matrix(residual);
+  }
+  if (chain.uses(EpilogueOp::RowScale)) {
+    fill_uniform(row_scale, seed + 4, 0.25f, 4.0f);
+    a.tensors.row_scale = row_scale;
+    in.row_scale = download(row_scale);
+  }
+  if (chain.uses(EpilogueOp::ColumnScale)) {
+    fill_uniform(col_scale, seed + 5, -2.0f, 2.0f);
+    a.tensors.col_scale = col_scale;
+    in.col_scale = download(col_scale);
+  }
+  if (chain.uses(EpilogueOp::StoreAux)) {
+    poison(aux);
+    a.tensors.aux = aux;
+  }
+  constexpr double kQuantScale = 16.0;
+  if (quantized) {
+    upload(std::vector<double>{kQuantScale}, quant);
+    upload(std::vector<double>{0.0}, amax);
+    a.tensors.quant_scale = static_cast<const float*>(quant.data());
+    a.tensors.amax = static_cast<float*>(amax.data());
+    in.quant_scale = kQuantScale;
+  }
+  pointwise_chain(a);
+
+  const auto want = reference::apply_epilogue(chain, to_matrix(x.view), in);
+  const double bound = quantized ? kE4m3Tolerance : bench::tolerance(dt);
+  EXPECT_LE(rel_l2(download(y.view), want.out.data), bound);
+  if (chain.uses(EpilogueOp::StoreAux)) EXPECT_LE(rel_l2(download(aux), want.aux.data), bench::tolerance(dt));
+  if (quantized) {
+    const double got = download(amax)[0];
+    EXPECT_NEAR(got, want.amax, 1e-5 * want.amax);
+  }
+}
+
+class PointwiseChainGpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(PointwiseChainGpu, MatchesTheReference) {
+  FUSEKIT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  const std::vector<Case> ungated = {
+      {"ladder", EpilogueSpec{}.bias().gelu_tanh().residual()},
+      {"scales", EpilogueSpec{}.scale(0.5f).row_scale().column_scale().silu().clamp(-1.0f, 2.0f)},
+      {"source", EpilogueSpec{}.add_source(0.7f).relu().store_aux().gelu_erf().cast(DType::BF16)},
+      {"quantize", EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3()},
+  };
+  // Aligned rows of whole chunks (vector path), padded aligned rows, odd lengths and strides.
+  const Shape shapes[] = {{64, 256, 256}, {33, 256, 264}, {37, 130, 130}, {5, 64, 67}};
+  for (const Shape& s : shapes)
+    for (std::size_t c = 0; c < ungated.size(); ++c) check_chain(dt, ungated[c].chain, s, seed + 16 * c);
+  // Gated: blocks of 32 (whole chunks) and of 3 (element by element).
+  check_chain(dt, EpilogueSpec{}.bias().swiglu(32).residual(), {48, 256, 256}, seed + 100);
+  check_chain(dt, EpilogueSpec{}.column_scale().geglu(32).scale(2.0f), {7, 128, 136}, seed + 101);
+  check_chain(dt, EpilogueSpec{}.bias().swiglu(3), {9, 18, 18}, seed + 102);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, PointwiseChainGpu, ::testing::Values(DType::F32, DType::F16, DType::BF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(PointwiseChainGpu, RejectsBadArgumentsBeforeLaunch) {
+  FUSEKIT_REQUIRE_GPU();
+  DeviceTensor x(DType::BF16, {4, 64}), y(DType::BF16, {4, 64}), y_half(DType::BF16, {4, 32}),
+      y_f16(DType::F16, {4, 64}), bias_f16(DType::F16, {64});
+  EXPECT_THROW(pointwise_chain({EpilogueSpec{}.bias(), x, {}, y}), Error);  // bias node, no bias
+  PointwiseChainArgs wrong_bias{EpilogueSpec{}.bias(), x, {}, y};
+  wrong_bias.tensors.bias = bias_f16;
+  EXPECT_THROW(pointwise_chain(wrong_bias), Error);                               // bias dtype
+  EXPECT_THROW(pointwise_chain({EpilogueSpec{}.relu(), x, {}, y_f16}), Error);    // y dtype
+  EXPECT_THROW(pointwise_chain({EpilogueSpec{}.swiglu(32), x, {}, y}), Error);    // y is not halved
+  EXPECT_NO_THROW(pointwise_chain({EpilogueSpec{}.swiglu(32), x, {}, y_half}));
+  EXPECT_THROW(pointwise_chain({EpilogueSpec{}.quantize_e4m3(), x, {}, y}), Error);  // y not e4m3
+}
+
+}  // namespace
+}  // namespace fusekit
