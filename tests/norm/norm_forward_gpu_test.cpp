@@ -134,6 +134,48 @@ TEST_P(NormForwardGpu, MatchesReferenceOnEveryLayout) {
   }
 }
 
+// LayerNorm centres its one-pass sums on each row's first element; a first element far out in
+// the tail (here 1000× the spread of the rest, then the reverse: a near-constant row whose first
+// element differs) must take the second, centred reduction and still match the reference.
+TEST_P(NormForwardGpu, FirstElementFarFromTheMean) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  for (const Shape& s : {Shape{6, 4096, 4096}, Shape{3, 3001, 3001}, Shape{2, 65536, 65536}}) {
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n);
+    Padded x(dt, s), y(dt, s);
+    DeviceTensor mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
+    fill_uniform(x.view, seed, -1.0f, 1.0f);
+    auto values = download(x.view);
+    constexpr double kOutlier = 1000.0, kNearConstant = 50.0;
+    for (std::int64_t i = 0; i < s.rows; ++i) {
+      const auto first = static_cast<std::size_t>(i * s.n);
+      if (i % 2 == 0) {
+        values[first] = kOutlier;
+      } else {
+        for (std::int64_t j = 0; j < s.n; ++j) values[first + static_cast<std::size_t>(j)] = kNearConstant;
+        values[first] = -kNearConstant;
+      }
+    }
+    upload(values, x.view);
+    poison(y.view);
+    poison(mean);
+    poison(rstd);
+    NormForwardArgs a;
+    a.kind = kind;
+    a.x = x.view;
+    a.y = y.view;
+    if (kind == NormKind::LayerNorm) a.mean = mean;
+    a.rstd = rstd;
+    a.eps = kEps;
+    norm_forward(a);
+    const auto want = reference::norm_forward(kind, to_matrix(x.view), {}, {}, kEps);
+    EXPECT_LE(rel_l2(download(y.view), want.y.data), bench::tolerance(dt));
+    expect_stats(mean, rstd, want, kind);
+  }
+}
+
 TEST_P(NormForwardGpu, InPlaceAndBatched) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
