@@ -46,6 +46,13 @@ __device__ inline void store_values(T* at, const float (&v)[kE]) {
   __stcs(reinterpret_cast<typename Pack<T, kE>::Word*>(at), pack.word);
 }
 
+// GELU (tanh form) for results of type T: the hardware tanh when T is a 16-bit type.
+template <class T>
+__device__ __forceinline__ float gelu(float x) {
+  if constexpr (sizeof(T) == 2) return gelu_tanh_fast(x);
+  else return gelu_tanh(x);
+}
+
 // One node on the kE values of row i at columns [col, col + kE).
 template <class T, int kE>
 __device__ inline void apply_node(const Chain& c, const ChainNode& node, float (&v)[kE], std::int64_t i, int col,
@@ -87,6 +94,10 @@ __device__ inline void apply_node(const Chain& c, const ChainNode& node, float (
       }
       break;
     }
+    case EpilogueOp::GeluTanh:
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v[e] = gelu<T>(v[e]);
+      break;
     default:
 #pragma unroll
       for (int e = 0; e < kE; ++e) v[e] = apply_uniform(node, v[e]);
@@ -133,7 +144,7 @@ __global__ void __launch_bounds__(kChainThreads, 1) pointwise_chain_kernel(const
     if (gated) {
       const bool swiglu = c.nodes[c.gate].op == EpilogueOp::SwiGlu;
 #pragma unroll
-      for (int e = 0; e < kE; ++e) v[e] = (swiglu ? silu(v[e]) : gelu_tanh(v[e])) * up[e];
+      for (int e = 0; e < kE; ++e) v[e] = (swiglu ? silu(v[e]) : gelu<T>(v[e])) * up[e];
     }
     for (int k = c.gate + 1; k < c.count; ++k) apply_node<T, kE>(c, c.nodes[k], v, i, j, p, amax);
     store_values<Out, kE>(static_cast<Out*>(p.y) + std::int64_t{i} * p.ld_y + j, v);
