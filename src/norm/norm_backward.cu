@@ -59,16 +59,23 @@ RowBlocks plan_blocks(std::int64_t rows, std::int64_t n, DType dtype) {
   return b;
 }
 
+// The workspace of one variant, or 0 when it does not hold rows of n elements.
+template <class T, device::Access kAccess>
+std::size_t variant_workspace_bytes(std::int64_t rows, std::int64_t n, DType dtype) {
+  using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
+  const auto element = static_cast<int>(dtype_size(dtype));
+  if (!device::plan_rows<Config>(n, element, rows::max_cluster_ctas()).valid()) return 0;
+  return 2 * plan_blocks<T, kAccess>(rows, n, dtype).partial_bytes(n);
+}
+
+// The larger of the two variants' needs: which one runs depends on strides and alignment.
 template <class T>
 std::size_t workspace_bytes(std::int64_t rows, std::int64_t n, DType dtype) {
-  // The larger of the two variants' needs: which one runs depends on strides and alignment.
-  std::size_t bytes = 0;
-  rows::with_access(device::Access::Vector, [&](auto kAccess) {
-    bytes = std::max(bytes, 2 * plan_blocks<T, kAccess>(rows, n, dtype).partial_bytes(n));
-  });
-  rows::with_access(device::Access::Scalar, [&](auto kAccess) {
-    bytes = std::max(bytes, 2 * plan_blocks<T, kAccess>(rows, n, dtype).partial_bytes(n));
-  });
+  using device::Access;
+  const std::size_t bytes = std::max(variant_workspace_bytes<T, Access::Vector>(rows, n, dtype),
+                                     variant_workspace_bytes<T, Access::Scalar>(rows, n, dtype));
+  // Neither holds the row: rows::plan throws the Unsupported error that names the limit.
+  if (bytes == 0) rows::plan<device::LoopingTwoTensorRows>("x", n, dtype);
   return bytes;
 }
 

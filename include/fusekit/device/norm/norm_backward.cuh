@@ -78,6 +78,27 @@ __device__ inline void store_column_sums(float* out, const float (&sums)[Config:
   }
 }
 
+// One row's inputs in registers: its slice of x and dy and the forward's statistics.
+template <class T, class Config, Access kAccess>
+struct NormBackwardRow {
+  RowTile<T, Config> x, dy;
+  float mean, rstd;
+  std::int64_t row;  // the address row (0 for a row past the end)
+  int n;             // columns held: 0 for a row past the end
+
+  // NOTE: a row past the end (the last group of packed short rows) holds no columns (x and dy
+  // read as 0, so it adds nothing to any sum) but still takes part in its CTA's barriers.
+  __device__ void load(const NormBackwardParams& p, const RowSlot& slot, std::int64_t index) {
+    const bool live = index < p.rows;
+    n = live ? p.n : 0;
+    row = live ? index : 0;
+    x.template load<kAccess>(p.x.row<const T>(row, p.rows_per_batch), slot, n);
+    dy.template load<kAccess>(p.dy.row<const T>(row, p.rows_per_batch), slot, n);
+    mean = p.kind == NormKind::LayerNorm ? p.mean[row] : 0.0f;
+    rstd = p.rstd[row];
+  }
+};
+
 template <class T, class Config, Access kAccess>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(const NormBackwardParams p) {
   using Tile = RowTile<T, Config>;
@@ -103,18 +124,18 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
 
   const float inv_n = 1.0f / static_cast<float>(p.n);
   ColumnSums<T, Config> sums;
+  NormBackwardRow<T, Config, kAccess> now;
+  now.load(p, at.slot, first * p.layout.rows_per_cta + within);
   for (std::int64_t step = first; step < last; ++step) {
-    // NOTE: a row past the end (the last group of packed short rows) holds no columns (x and dy
-    // read as 0, so it adds nothing to any sum) but still takes part in its CTA's barriers.
-    const std::int64_t index = step * p.layout.rows_per_cta + within;
-    const bool live = index < p.rows;
-    const int n = live ? p.n : 0;
-    const std::int64_t row = live ? index : 0;
-    Tile x, dy;
-    x.template load<kAccess>(p.x.row<const T>(row, p.rows_per_batch), at.slot, n);
-    dy.template load<kAccess>(p.dy.row<const T>(row, p.rows_per_batch), at.slot, n);
-    const float mean = p.kind == NormKind::LayerNorm ? p.mean[row] : 0.0f;
-    const float rstd = p.rstd[row];
+    // NOTE: the next row's loads are issued before this row's reduction, so they stay in flight
+    // through its barrier and its stores: at 128 registers only 512 threads per SM are resident,
+    // half the forward's bytes in flight without this.
+    NormBackwardRow<T, Config, kAccess> next;
+    if (step + 1 < last) next.load(p, at.slot, (step + 1) * p.layout.rows_per_cta + within);
+    const Tile& x = now.x;
+    const Tile& dy = now.dy;
+    const float mean = now.mean;
+    const float rstd = now.rstd;
 
     // Σ g and Σ g·x̂ over the row; columns past n have dy = 0, so g = 0 adds nothing.
     SumPair part{0.0f, 0.0f};
@@ -130,7 +151,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
     const float mean_g = p.kind == NormKind::LayerNorm ? total.first * inv_n : 0.0f;
     const float mean_g_xhat = total.second * inv_n;
 
-    x.template store_mapped<T, kAccess>(p.dx.row<T>(row, p.rows_per_batch), at.slot, n, [&](int i, int e, int) {
+    x.template store_mapped<T, kAccess>(p.dx.row<T>(now.row, p.rows_per_batch), at.slot, now.n, [&](int i, int e, int) {
       const float xhat = (x.value(i, e) - mean) * rstd;
       return rstd * (dy.value(i, e) * w.value(i, e) - mean_g - xhat * mean_g_xhat);
     });
@@ -141,6 +162,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
         sums.dw[i][e] += dy.value(i, e) * ((x.value(i, e) - mean) * rstd);
         sums.db[i][e] += dy.value(i, e);
       }
+    now = next;
   }
 
   // Rows that share a CTA: their sums meet in shared memory, added in row order by the first.
