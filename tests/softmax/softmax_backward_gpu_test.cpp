@@ -99,7 +99,10 @@ TEST_P(SoftmaxBackwardGpu, MatchesReferenceOnEveryLayout) {
       fill_uniform(dy.view, seed + 10 + vi, -1.0f, 1.0f);
       poison(dx.view);
       softmax_backward({y.view, dy.view, dx.view, v.scale});
-      const auto want = reference::softmax_backward(to_matrix(dy.view), to_matrix(y.view), v.scale);
+      auto want = reference::softmax_backward(to_matrix(dy.view), to_matrix(y.view), v.scale);
+      // NOTE: compared with the exact result rounded to the output dtype: dx ~ y/n of a long row is
+      // an f16 subnormal (below 6.1e-5), whose few mantissa bits no kernel can beat.
+      for (auto& w : want.data) w = round_to(dt, w);
       const auto got = download(dx.view);
       EXPECT_LE(rel_l2(got, want.data), bench::tolerance(dt));
       // The fully −∞ row (y all 0) has dx exactly 0.

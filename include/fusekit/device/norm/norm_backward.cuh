@@ -83,21 +83,60 @@ template <class T, class Config, Access kAccess>
 struct NormBackwardRow {
   RowTile<T, Config> x, dy;
   float mean, rstd;
-  std::int64_t row;  // the address row (0 for a row past the end)
-  int n;             // columns held: 0 for a row past the end
+  // NOTE: the row index alone (32 bits: the launcher checks rows < 2^32); its address row and
+  // column count are recomputed where used, to spare registers.
+  std::uint32_t index;
 
+  __device__ bool live(const NormBackwardParams& p) const { return index < p.rows; }
+  __device__ std::int64_t row(const NormBackwardParams& p) const { return live(p) ? index : 0; }
   // NOTE: a row past the end (the last group of packed short rows) holds no columns (x and dy
   // read as 0, so it adds nothing to any sum) but still takes part in its CTA's barriers.
-  __device__ void load(const NormBackwardParams& p, const RowSlot& slot, std::int64_t index) {
-    const bool live = index < p.rows;
-    n = live ? p.n : 0;
-    row = live ? index : 0;
-    x.template load<kAccess>(p.x.row<const T>(row, p.rows_per_batch), slot, n);
-    dy.template load<kAccess>(p.dy.row<const T>(row, p.rows_per_batch), slot, n);
-    mean = p.kind == NormKind::LayerNorm ? p.mean[row] : 0.0f;
-    rstd = p.rstd[row];
+  __device__ int n(const NormBackwardParams& p) const { return live(p) ? p.n : 0; }
+
+  __device__ void load(const NormBackwardParams& p, const RowSlot& slot, std::int64_t at) {
+    index = static_cast<std::uint32_t>(at < p.rows ? at : p.rows);
+    x.template load<kAccess>(p.x.row<const T>(row(p), p.rows_per_batch), slot, n(p));
+    dy.template load<kAccess>(p.dy.row<const T>(row(p), p.rows_per_batch), slot, n(p));
+    mean = p.kind == NormKind::LayerNorm ? p.mean[row(p)] : 0.0f;
+    rstd = p.rstd[row(p)];
   }
 };
+
+// One row of the block: dx written, and dy·x̂ and dy added to the thread's column sums.
+// `iteration` counts the rows of the block (it picks the reduction's scratch slot).
+template <class T, class Config, Access kAccess>
+__device__ inline void norm_backward_row(const NormBackwardParams& p, const RowSlot& slot,
+                                         const RowTile<T, Config>& w, const NormBackwardRow<T, Config, kAccess>& r,
+                                         ColumnSums<T, Config>& sums, std::int64_t iteration) {
+  using Tile = RowTile<T, Config>;
+  constexpr int kE = Tile::kElements;
+  const float inv_n = 1.0f / static_cast<float>(p.n);
+  // Σ g and Σ g·x̂ over the row; columns past n have dy = 0, so g = 0 adds nothing.
+  SumPair part{0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < Tile::kChunks; ++i)
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      const float g = r.dy.value(i, e) * w.value(i, e);
+      part.first += g;
+      part.second += g * ((r.x.value(i, e) - r.mean) * r.rstd);
+    }
+  const SumPair total = row_allreduce_in_loop(part, SumPairOp{}, p.layout, iteration);
+  const float mean_g = p.kind == NormKind::LayerNorm ? total.first * inv_n : 0.0f;
+  const float mean_g_xhat = total.second * inv_n;
+
+  r.x.template store_mapped<T, kAccess>(p.dx.row<T>(r.row(p), p.rows_per_batch), slot, r.n(p), [&](int i, int e, int) {
+    const float xhat = (r.x.value(i, e) - r.mean) * r.rstd;
+    return r.rstd * (r.dy.value(i, e) * w.value(i, e) - mean_g - xhat * mean_g_xhat);
+  });
+#pragma unroll
+  for (int i = 0; i < Tile::kChunks; ++i)
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      sums.dw[i][e] += r.dy.value(i, e) * ((r.x.value(i, e) - r.mean) * r.rstd);
+      sums.db[i][e] += r.dy.value(i, e);
+    }
+}
 
 template <class T, class Config, Access kAccess>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(const NormBackwardParams p) {
@@ -106,8 +145,13 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
   const RowPosition at = RowPosition::of(p.layout);
   const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
   const int within = static_cast<int>(at.row - std::int64_t{group} * p.layout.rows_per_cta);
-  const std::int64_t first = std::int64_t{group} * p.steps_per_group;
-  const std::int64_t last = first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps;
+  // NOTE: 32-bit step and row arithmetic (rows < 2^32, the launcher checks), to spare registers.
+  const auto first = static_cast<std::uint32_t>(group * p.steps_per_group);
+  const auto end = static_cast<std::uint32_t>(first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps);
+  const int count = static_cast<int>(end - first);
+  const auto index = [&](int k) {
+    return std::int64_t{first + static_cast<std::uint32_t>(k)} * p.layout.rows_per_cta + within;
+  };
 
   // w, read once for all rows of the block (columns >= n read as 0: their dy is 0 too).
   Tile w;
@@ -122,46 +166,16 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
     }
   }
 
-  const float inv_n = 1.0f / static_cast<float>(p.n);
+  // NOTE: the next row's loads are issued before this row's reduction, so they stay in flight
+  // through its barrier and its stores. At 128 registers only 512 threads per SM are resident
+  // (80 registers spill), and rows two ahead (three rows held) spilled at 128.
   ColumnSums<T, Config> sums;
   NormBackwardRow<T, Config, kAccess> now;
-  now.load(p, at.slot, first * p.layout.rows_per_cta + within);
-  for (std::int64_t step = first; step < last; ++step) {
-    // NOTE: the next row's loads are issued before this row's reduction, so they stay in flight
-    // through its barrier and its stores: at 128 registers only 512 threads per SM are resident,
-    // half the forward's bytes in flight without this.
+  now.load(p, at.slot, index(0));
+  for (int k = 0; k < count; ++k) {
     NormBackwardRow<T, Config, kAccess> next;
-    if (step + 1 < last) next.load(p, at.slot, (step + 1) * p.layout.rows_per_cta + within);
-    const Tile& x = now.x;
-    const Tile& dy = now.dy;
-    const float mean = now.mean;
-    const float rstd = now.rstd;
-
-    // Σ g and Σ g·x̂ over the row; columns past n have dy = 0, so g = 0 adds nothing.
-    SumPair part{0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < Tile::kChunks; ++i)
-#pragma unroll
-      for (int e = 0; e < kE; ++e) {
-        const float g = dy.value(i, e) * w.value(i, e);
-        part.first += g;
-        part.second += g * ((x.value(i, e) - mean) * rstd);
-      }
-    const SumPair total = row_allreduce_in_loop(part, SumPairOp{}, p.layout, step - first);
-    const float mean_g = p.kind == NormKind::LayerNorm ? total.first * inv_n : 0.0f;
-    const float mean_g_xhat = total.second * inv_n;
-
-    x.template store_mapped<T, kAccess>(p.dx.row<T>(now.row, p.rows_per_batch), at.slot, now.n, [&](int i, int e, int) {
-      const float xhat = (x.value(i, e) - mean) * rstd;
-      return rstd * (dy.value(i, e) * w.value(i, e) - mean_g - xhat * mean_g_xhat);
-    });
-#pragma unroll
-    for (int i = 0; i < Tile::kChunks; ++i)
-#pragma unroll
-      for (int e = 0; e < kE; ++e) {
-        sums.dw[i][e] += dy.value(i, e) * ((x.value(i, e) - mean) * rstd);
-        sums.db[i][e] += dy.value(i, e);
-      }
+    if (k + 1 < count) next.load(p, at.slot, index(k + 1));
+    norm_backward_row<T, Config, kAccess>(p, at.slot, w, now, sums, k);
     now = next;
   }
 
@@ -202,7 +216,9 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
 }
 
 // Step 2: out[c] = Σ_k partial[k][c], k = 0, 1, … in a fixed order, for dw and db.
-inline constexpr int kColumnSumWarps = 8;  // warps that split the groups of a column tile
+// NOTE: 32 warps split the groups of a 32-column tile: at 8, the 128 CTAs of a 4096-long row
+// read their partials (a few MB) with too few loads in flight.
+inline constexpr int kColumnSumWarps = 32;
 
 struct NormColumnSumParams {
   const float* partial_dw = nullptr;  // nullptr: skipped
@@ -213,7 +229,7 @@ struct NormColumnSumParams {
   int n = 0;
 };
 
-// The fixed-order sum of one column's partials: warp y takes groups y, y + 8, …; the warps'
+// The fixed-order sum of one column's partials: warp y takes groups y, y + 32, …; the warps'
 // sums are then added in warp order.
 __device__ inline float column_sum(const float* partial, const NormColumnSumParams& p, int c) {
   __shared__ float warp_sums[kColumnSumWarps][kWarpThreads];
