@@ -46,5 +46,6 @@ void add_explain_command(CLI::App& app, Commands& commands);  // fusekit explain
 void add_verify_command(CLI::App& app, Commands& commands);   // fusekit verify <ladder>
 void add_bench_norm_commands(CLI::App& bench, Commands& commands);
 void add_bench_attention_command(CLI::App& bench, Commands& commands);
+void add_bench_row_backward_commands(CLI::App& bench, Commands& commands);
 
 }  // namespace fusekit::tools

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add_verify_command(app, commands);
   add_bench_norm_commands(*bench, commands);
   add_bench_attention_command(*bench, commands);
+  add_bench_row_backward_commands(*bench, commands);
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -1,0 +1,184 @@
+#include "bench/row_backward.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+
+#include "fusekit/buffer.hpp"
+#include "fusekit/error.hpp"
+#include "fusekit/norm.hpp"
+#include "fusekit/norm_backward.hpp"
+#include "fusekit/numerics.hpp"
+#include "fusekit/reference/norm.hpp"
+#include "fusekit/reference/softmax.hpp"
+#include "fusekit/softmax.hpp"
+#include "fusekit/softmax_backward.hpp"
+#include "fusekit/transfer.hpp"
+
+namespace fusekit::bench {
+
+namespace {
+
+constexpr float kEps = 1e-5f;
+
+struct RowBackwardState {
+  RowBackwardOptions o;
+  DeviceTensor x, y, dy, dx, w, dw, db, mean, rstd, workspace;
+  std::vector<std::int64_t> rows;  // checked rows
+  reference::Matrix expected;      // dx of the checked rows
+};
+
+TensorView row_view(const TensorView& t, std::int64_t row) {
+  auto* base = static_cast<char*>(t.data) + row * t.strides[0] * static_cast<std::int64_t>(t.element_size());
+  return TensorView::matrix(base, t.dtype, 1, t.shape[1], t.strides[0]);
+}
+
+reference::Matrix sampled(const TensorView& t, const std::vector<std::int64_t>& rows) {
+  reference::Matrix m(static_cast<std::int64_t>(rows.size()), t.shape[1]);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto v = download(row_view(t, rows[i]));
+    std::copy(v.begin(), v.end(), m.data.begin() + static_cast<std::ptrdiff_t>(i) * t.shape[1]);
+  }
+  return m;
+}
+
+std::vector<double> sampled_stats(const TensorView& t, const std::vector<std::int64_t>& rows) {
+  const auto all = download(t);
+  std::vector<double> v;
+  for (const std::int64_t r : rows) v.push_back(all[static_cast<std::size_t>(r)]);
+  return v;
+}
+
+Check check_dx(const RowBackwardState& s, std::string what) {
+  Check c;
+  c.bound = tolerance(s.o.dtype);
+  c.nonfinite = count_nonfinite(s.dx);
+  const auto got = sampled(s.dx, s.rows);
+  double d = 0, r = 0;
+  for (std::size_t e = 0; e < got.data.size(); ++e) {
+    if (!std::isfinite(got.data[e])) continue;  // counted in nonfinite already
+    d += (got.data[e] - s.expected.data[e]) * (got.data[e] - s.expected.data[e]);
+    r += s.expected.data[e] * s.expected.data[e];
+  }
+  c.rel_err = std::sqrt(d / std::max(r, std::numeric_limits<double>::min()));
+  c.passed = c.nonfinite == 0 && c.rel_err <= c.bound;
+  c.what = std::move(what);
+  return c;
+}
+
+}  // namespace
+
+std::string_view row_backward_op_name(RowBackwardOp op) {
+  switch (op) {
+    case RowBackwardOp::RmsNorm: return "rmsnorm_bwd";
+    case RowBackwardOp::LayerNorm: return "layernorm_bwd";
+    case RowBackwardOp::Softmax: return "softmax_bwd";
+  }
+  return "?";
+}
+
+LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
+  const auto [m, n] = std::pair{o.rows, o.cols};
+  require(m > 0 && n > 0, "shape (rows, cols)", "both positive", fmt::format("{}, {}", m, n));
+  require(o.dtype == DType::BF16 || o.dtype == DType::F16 || o.dtype == DType::F32, "dtype", "bf16, f16 or f32",
+          dtype_name(o.dtype));
+  const std::uint64_t seed =
+      o.seed ? o.seed : std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+
+  auto s = std::make_shared<RowBackwardState>();
+  s->o = o;
+  const DType dt = o.dtype;
+  s->x = DeviceTensor(dt, {m, n});
+  s->dy = DeviceTensor(dt, {m, n});
+  s->dx = DeviceTensor(dt, {m, n});
+  fill_uniform(s->x, seed, -2.0f, 2.0f);
+  fill_uniform(s->dy, seed + 1, -1.0f, 1.0f);
+  s->rows = rows_to_check(m, o.scope, seed);
+  const auto hdy = sampled(s->dy, s->rows);
+
+  LadderRun ladder;
+  ladder.ladder = std::string(row_backward_op_name(o.op));
+  ladder.shape = fmt::format("{}x{}", m, n);
+  ladder.dtype = std::string(dtype_name(dt));
+  ladder.baseline = "fused";
+  const double esz = static_cast<double>(dtype_size(dt));
+  const double elements = static_cast<double>(m) * static_cast<double>(n);
+  const double stat_bytes = static_cast<double>(m) * sizeof(float);
+  const std::string what = s->rows.size() == static_cast<std::size_t>(m)
+                               ? "dx of every row vs CPU double reference"
+                               : fmt::format("dx of {} sampled rows vs CPU double reference (seed {})", s->rows.size(),
+                                             seed);
+  auto check = [s, what] { return check_dx(*s, what); };
+  auto poison_all = [s](cudaStream_t st) {
+    poison(s->dx, st);
+    if (s->dw.data()) poison(s->dw, st);
+    if (s->db.data()) poison(s->db, st);
+  };
+
+  if (o.op == RowBackwardOp::Softmax) {
+    s->y = DeviceTensor(dt, {m, n});
+    softmax_forward({s->x, s->y});
+    s->expected = reference::softmax_backward(hdy, sampled(s->y, s->rows));
+    ladder.rungs.push_back(Rung{"fused", "one kernel: y and dy rows in registers, one reduction Σ dy·y",
+                                [s](cudaStream_t st) { softmax_backward({s->y, s->dy, s->dx}, st); }, poison_all,
+                                check, elements, esz * 3 * elements});
+    return ladder;
+  }
+
+  const NormKind kind = o.op == RowBackwardOp::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm;
+  const bool ln = kind == NormKind::LayerNorm;
+  s->w = DeviceTensor(dt, {n});
+  s->dw = DeviceTensor(dt, {n});
+  s->rstd = DeviceTensor(DType::F32, {m});
+  fill_uniform(s->w, seed + 2, 0.5f, 1.5f);
+  if (ln) {
+    s->db = DeviceTensor(dt, {n});
+    s->mean = DeviceTensor(DType::F32, {m});
+  }
+  s->workspace = DeviceTensor(DType::U8, {static_cast<std::int64_t>(norm_backward_workspace_bytes(m, n, dt))});
+  // The statistics the training forward saved: the fused forward's, into a scratch output.
+  {
+    NormForwardArgs f;
+    f.kind = kind;
+    f.x = s->x;
+    f.y = s->dx;
+    f.mean = s->mean;
+    f.rstd = s->rstd;
+    f.eps = kEps;
+    norm_forward(f);
+  }
+  s->expected = reference::norm_backward(kind, hdy, sampled(s->x, s->rows), download(s->w),
+                                         ln ? sampled_stats(s->mean, s->rows) : std::vector<double>{},
+                                         sampled_stats(s->rstd, s->rows))
+                    .dx;
+  // x, dy read and dx written; w read, dw (and db) written; the saved statistics read.
+  const double bytes = esz * (3 * elements + (ln ? 3 : 2) * n) + (ln ? 2 : 1) * stat_bytes;
+  ladder.rungs.push_back(Rung{
+      "fused",
+      ln ? "row kernel: x and dy rows in registers, dx, per-block dw/db partials; then a column-sum kernel"
+         : "row kernel: x and dy rows in registers, dx, per-block dw partials; then a column-sum kernel",
+      [s, kind, ln](cudaStream_t st) {
+        NormBackwardArgs a;
+        a.kind = kind;
+        a.x = s->x;
+        a.dy = s->dy;
+        a.weight = s->w;
+        if (ln) {
+          a.mean = s->mean;
+          a.dbias = s->db;
+        }
+        a.rstd = s->rstd;
+        a.dx = s->dx;
+        a.dweight = s->dw;
+        a.workspace = s->workspace;
+        norm_backward(a, st);
+      },
+      poison_all, check, elements, bytes});
+  return ladder;
+}
+
+}  // namespace fusekit::bench

@@ -1,0 +1,263 @@
+#pragma once
+// Fused norm backward. Per row, one read of x and dy and one write of dx:
+//   x̂ = (x − mean)·rstd,  g = dy·w
+//   LayerNorm: dx = rstd·(g − mean(g) − x̂·mean(g·x̂));   RMSNorm: dx = rstd·(g − x̂·mean(g·x̂))
+// and the parameter gradients dw = Σ_rows dy·x̂, db = Σ_rows dy in two deterministic steps:
+//   1. norm_backward_kernel: CTA group k (a CTA, or a cluster for split rows) takes a fixed,
+//      contiguous block of rows, sums dy·x̂ and dy over them in registers, and writes its
+//      partial sums to row k of two f32 [groups, n] arrays (rows that share a CTA are summed
+//      through shared memory first, in a fixed order);
+//   2. norm_column_sum_kernel: each column's partials are summed over the groups in a fixed order.
+// No atomics: the same device and shape give the same bits every run.
+#include <cstdint>
+
+#include "fusekit/device/norm/norm_backward_config.hpp"
+#include "fusekit/device/row/row_reduce.cuh"
+#include "fusekit/device/row/row_tile.cuh"
+#include "fusekit/norm.hpp"
+
+namespace fusekit::device {
+
+struct NormBackwardParams {
+  RowAddress x, dy, dx;
+  const void* weight = nullptr;  // nullptr: w = 1
+  const float* mean = nullptr;   // per row (LayerNorm)
+  const float* rstd = nullptr;   // per row
+  float* partial_dw = nullptr;   // [groups, n]; nullptr: dw not wanted
+  float* partial_db = nullptr;   // [groups, n]; nullptr: db not wanted
+  std::int64_t rows = 0, rows_per_batch = 1;
+  std::int64_t steps = 0;            // row steps: rows_per_cta rows each, ceil(rows / rows_per_cta)
+  std::int64_t steps_per_group = 0;  // consecutive steps of one CTA group
+  int n = 0;
+  RowLayout layout;
+  NormKind kind = NormKind::RmsNorm;
+};
+
+// The row all-reduce of a loop over rows: consecutive iterations use two shared-memory (and
+// cluster) scratch slots, so one iteration's writes never race the previous one's reads:
+// between them every thread of the cluster has passed the other slot's barrier.
+template <class V, class Op>
+__device__ inline V row_allreduce_in_loop(V v, Op op, const RowLayout& layout, std::int64_t iteration) {
+  return iteration % 2 == 0 ? row_allreduce<0>(v, op, layout) : row_allreduce<1>(v, op, layout);
+}
+
+// Per-column sums held by one thread over the rows of its block (its columns of the slice).
+template <class T, class Config>
+struct ColumnSums {
+  static constexpr int kElements = RowTile<T, Config>::kElements;
+  static constexpr int kChunks = Config::kChunks;
+  float dw[kChunks][kElements] = {};
+  float db[kChunks][kElements] = {};
+};
+
+// Writes one f32 value per held column < n of a thread's sums to `out` (a row of n floats).
+template <class T, class Config, Access kAccess>
+__device__ inline void store_column_sums(float* out, const float (&sums)[Config::kChunks][RowTile<T, Config>::kElements],
+                                         const RowSlot& slot, int n) {
+  using Tile = RowTile<T, Config>;
+  constexpr int kE = Tile::kElements;
+  constexpr int kFloatsPerChunk = kChunkBytes / sizeof(float);
+#pragma unroll
+  for (int i = 0; i < Tile::kChunks; ++i) {
+    const int c = Tile::column(slot, i);
+    if (c >= n) continue;
+    if constexpr (kAccess == Access::Vector) {
+      // NOTE: n is a whole number of chunks of T here, so rows of f32 partials stay 16-byte aligned.
+#pragma unroll
+      for (int q = 0; q < kE / kFloatsPerChunk; ++q) {
+        Pack<float, kFloatsPerChunk> v;
+#pragma unroll
+        for (int e = 0; e < kFloatsPerChunk; ++e) v.e[e] = sums[i][q * kFloatsPerChunk + e];
+        store_pack<float, kFloatsPerChunk, kAccess>(out, c + q * kFloatsPerChunk, n, v);
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kE; ++e)
+        if (c + e < n) out[c + e] = sums[i][e];
+    }
+  }
+}
+
+// One row's inputs in registers: its slice of x and dy and the forward's statistics.
+template <class T, class Config, Access kAccess>
+struct NormBackwardRow {
+  RowTile<T, Config> x, dy;
+  float mean, rstd;
+  // NOTE: the row index alone (32 bits: the launcher checks rows < 2^32); its address row and
+  // column count are recomputed where used, to spare registers.
+  std::uint32_t index;
+
+  __device__ bool live(const NormBackwardParams& p) const { return index < p.rows; }
+  __device__ std::int64_t row(const NormBackwardParams& p) const { return live(p) ? index : 0; }
+  // NOTE: a row past the end (the last group of packed short rows) holds no columns (x and dy
+  // read as 0, so it adds nothing to any sum) but still takes part in its CTA's barriers.
+  __device__ int n(const NormBackwardParams& p) const { return live(p) ? p.n : 0; }
+
+  __device__ void load(const NormBackwardParams& p, const RowSlot& slot, std::int64_t at) {
+    index = static_cast<std::uint32_t>(at < p.rows ? at : p.rows);
+    x.template load<kAccess>(p.x.row<const T>(row(p), p.rows_per_batch), slot, n(p));
+    dy.template load<kAccess>(p.dy.row<const T>(row(p), p.rows_per_batch), slot, n(p));
+    mean = p.kind == NormKind::LayerNorm ? p.mean[row(p)] : 0.0f;
+    rstd = p.rstd[row(p)];
+  }
+};
+
+// One row of the block: dx written, and dy·x̂ and dy added to the thread's column sums.
+// `iteration` counts the rows of the block (it picks the reduction's scratch slot).
+template <class T, class Config, Access kAccess>
+__device__ inline void norm_backward_row(const NormBackwardParams& p, const RowSlot& slot,
+                                         const RowTile<T, Config>& w, const NormBackwardRow<T, Config, kAccess>& r,
+                                         ColumnSums<T, Config>& sums, std::int64_t iteration) {
+  using Tile = RowTile<T, Config>;
+  constexpr int kE = Tile::kElements;
+  const float inv_n = 1.0f / static_cast<float>(p.n);
+  // Σ g and Σ g·x̂ over the row; columns past n have dy = 0, so g = 0 adds nothing.
+  SumPair part{0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < Tile::kChunks; ++i)
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      const float g = r.dy.value(i, e) * w.value(i, e);
+      part.first += g;
+      part.second += g * ((r.x.value(i, e) - r.mean) * r.rstd);
+    }
+  const SumPair total = row_allreduce_in_loop(part, SumPairOp{}, p.layout, iteration);
+  const float mean_g = p.kind == NormKind::LayerNorm ? total.first * inv_n : 0.0f;
+  const float mean_g_xhat = total.second * inv_n;
+
+  r.x.template store_mapped<T, kAccess>(p.dx.row<T>(r.row(p), p.rows_per_batch), slot, r.n(p), [&](int i, int e, int) {
+    const float xhat = (r.x.value(i, e) - r.mean) * r.rstd;
+    return r.rstd * (r.dy.value(i, e) * w.value(i, e) - mean_g - xhat * mean_g_xhat);
+  });
+#pragma unroll
+  for (int i = 0; i < Tile::kChunks; ++i)
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      sums.dw[i][e] += r.dy.value(i, e) * ((r.x.value(i, e) - r.mean) * r.rstd);
+      sums.db[i][e] += r.dy.value(i, e);
+    }
+}
+
+template <class T, class Config, Access kAccess>
+__global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(const NormBackwardParams p) {
+  using Tile = RowTile<T, Config>;
+  constexpr int kE = Tile::kElements;
+  const RowPosition at = RowPosition::of(p.layout);
+  const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
+  const int within = static_cast<int>(at.row - std::int64_t{group} * p.layout.rows_per_cta);
+  // NOTE: 32-bit step and row arithmetic (rows < 2^32, the launcher checks), to spare registers.
+  const auto first = static_cast<std::uint32_t>(group * p.steps_per_group);
+  const auto end = static_cast<std::uint32_t>(first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps);
+  const int count = static_cast<int>(end - first);
+  const auto index = [&](int k) {
+    return std::int64_t{first + static_cast<std::uint32_t>(k)} * p.layout.rows_per_cta + within;
+  };
+
+  // w, read once for all rows of the block (columns >= n read as 0: their dy is 0 too).
+  Tile w;
+#pragma unroll
+  for (int i = 0; i < Tile::kChunks; ++i) {
+    const int c = Tile::column(at.slot, i);
+    if (p.weight) {
+      w.chunk[i] = load_pack<T, kE, Cache::Keep, kAccess>(static_cast<const T*>(p.weight), c, p.n);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kE; ++e) w.set(i, e, 1.0f);
+    }
+  }
+
+  // NOTE: the next row's loads are issued before this row's reduction, so they stay in flight
+  // through its barrier and its stores. At 128 registers only 512 threads per SM are resident
+  // (80 registers spill), and rows two ahead (three rows held) spilled at 128.
+  ColumnSums<T, Config> sums;
+  NormBackwardRow<T, Config, kAccess> now;
+  now.load(p, at.slot, index(0));
+  for (int k = 0; k < count; ++k) {
+    NormBackwardRow<T, Config, kAccess> next;
+    if (k + 1 < count) next.load(p, at.slot, index(k + 1));
+    norm_backward_row<T, Config, kAccess>(p, at.slot, w, now, sums, k);
+    now = next;
+  }
+
+  // Rows that share a CTA: their sums meet in shared memory, added in row order by the first.
+  if (p.layout.rows_per_cta > 1) {
+    constexpr int kSlice = kMinBlockThreads * Config::kChunks * kE;  // a shared CTA holds 128 threads
+    __shared__ float shared_dw[kSlice], shared_db[kSlice];
+    const int slice = p.layout.slice;
+    const bool leader_group = within == 0;
+#pragma unroll
+    for (int i = 0; i < Tile::kChunks; ++i)
+#pragma unroll
+      for (int e = 0; e < kE; ++e) {
+        const int c = Tile::column(at.slot, i) + e;
+        if (!leader_group) {
+          shared_dw[(within - 1) * slice + c] = sums.dw[i][e];
+          shared_db[(within - 1) * slice + c] = sums.db[i][e];
+        }
+      }
+    __syncthreads();
+    if (leader_group)
+      for (int r = 1; r < p.layout.rows_per_cta; ++r)
+#pragma unroll
+        for (int i = 0; i < Tile::kChunks; ++i)
+#pragma unroll
+          for (int e = 0; e < kE; ++e) {
+            const int c = Tile::column(at.slot, i) + e;
+            sums.dw[i][e] += shared_dw[(r - 1) * slice + c];
+            sums.db[i][e] += shared_db[(r - 1) * slice + c];
+          }
+  }
+  if (within == 0) {
+    const std::int64_t offset = std::int64_t{group} * p.n;
+    if (p.partial_dw) store_column_sums<T, Config, kAccess>(p.partial_dw + offset, sums.dw, at.slot, p.n);
+    if (p.partial_db) store_column_sums<T, Config, kAccess>(p.partial_db + offset, sums.db, at.slot, p.n);
+  }
+  cluster_finish(p.layout);
+}
+
+// Step 2: out[c] = Σ_k partial[k][c], k = 0, 1, … in a fixed order, for dw and db.
+// NOTE: 32 warps split the groups of a 32-column tile: at 8, the 128 CTAs of a 4096-long row
+// read their partials (a few MB) with too few loads in flight.
+inline constexpr int kColumnSumWarps = 32;
+
+struct NormColumnSumParams {
+  const float* partial_dw = nullptr;  // nullptr: skipped
+  const float* partial_db = nullptr;
+  void* dw = nullptr;
+  void* db = nullptr;
+  std::int64_t groups = 0;
+  int n = 0;
+};
+
+// The fixed-order sum of one column's partials: warp y takes groups y, y + 32, …; the warps'
+// sums are then added in warp order.
+__device__ inline float column_sum(const float* partial, const NormColumnSumParams& p, int c) {
+  __shared__ float warp_sums[kColumnSumWarps][kWarpThreads];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+  float s = 0.0f;
+  if (c < p.n)
+    for (std::int64_t k = warp; k < p.groups; k += kColumnSumWarps) s += partial[k * p.n + c];
+  warp_sums[warp][lane] = s;
+  __syncthreads();
+  float total = warp_sums[0][lane];
+  for (int y = 1; y < kColumnSumWarps; ++y) total += warp_sums[y][lane];
+  __syncthreads();  // the scratch is reused by the next column_sum
+  return total;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kColumnSumWarps* kWarpThreads) norm_column_sum_kernel(const NormColumnSumParams p) {
+  const int c = static_cast<int>(blockIdx.x) * kWarpThreads + static_cast<int>(threadIdx.x) % kWarpThreads;
+  const bool writer = threadIdx.x < kWarpThreads && c < p.n;
+  if (p.partial_dw) {
+    const float total = column_sum(p.partial_dw, p, c);
+    if (writer) static_cast<T*>(p.dw)[c] = Element<T>::store(total);
+  }
+  if (p.partial_db) {
+    const float total = column_sum(p.partial_db, p, c);
+    if (writer) static_cast<T*>(p.db)[c] = Element<T>::store(total);
+  }
+}
+
+}  // namespace fusekit::device

@@ -1,0 +1,14 @@
+#pragma once
+// The row config of the norm backward (device/norm/norm_backward.cuh), apart so host code (the
+// launcher's limits, tests) reads it without CUDA. Pure constexpr C++.
+#include "fusekit/device/row/row_config.hpp"
+
+namespace fusekit::device {
+
+// The backward passes that loop over rows hold x and dy: two chunks of each per thread.
+// NOTE: the row loop also keeps 2·(columns per thread) f32 accumulators live (32 registers for
+// 16-bit types), so CTAs are capped at 512 threads, which allows up to 128 registers; 64-register
+// kernels with a loop over rows spill (docs/performance.md).
+using LoopingTwoTensorRows = RowConfig<2, kMaxRowThreads / 2>;
+
+}  // namespace fusekit::device

@@ -1,0 +1,190 @@
+// Launchers of the fused norm backward (fusekit/norm_backward.hpp): validation, layout and
+// row-block plan, workspace carving, dtype and layout dispatch.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "../row/row_launch.cuh"
+#include "fusekit/device/norm/norm_backward.cuh"
+#include "fusekit/norm_backward.hpp"
+
+namespace fusekit {
+
+namespace {
+
+using device::NormBackwardParams;
+
+constexpr std::initializer_list<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16};
+constexpr std::size_t kWorkspaceAlignment = device::kChunkBytes;  // the partials take 16-byte stores
+// NOTE: each CTA group writes one [n] row of partials per gradient, read back once by the column
+// sums: at 8 or more rows per group that traffic stays under a third of the rows' own (x, dy
+// read; dx written) even for the shortest rows, and under 4% at 32768 × 4096.
+constexpr std::int64_t kMinStepsPerGroup = 8;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::size_t aligned_bytes(std::size_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+// How the rows are dealt to CTA groups: group k takes row steps [k·steps_per_group, …).
+struct RowBlocks {
+  device::RowLayout layout;
+  std::int64_t steps = 0;            // rows_per_cta rows each
+  std::int64_t steps_per_group = 0;
+  std::int64_t groups = 0;           // CTA groups (a CTA, or a cluster for split rows)
+  std::size_t partial_bytes(std::int64_t n) const {
+    return aligned_bytes(static_cast<std::size_t>(groups * n) * sizeof(float));
+  }
+};
+
+// As many groups as stay resident on the device (one wave: every group loops over its block),
+// but at least kMinStepsPerGroup steps per group.
+template <class T, device::Access kAccess>
+RowBlocks plan_blocks(std::int64_t rows, std::int64_t n, DType dtype) {
+  using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
+  RowBlocks b;
+  b.layout = rows::plan<Config>("x", n, dtype);
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, device::norm_backward_kernel<T, Config, kAccess>,
+                                                           b.layout.block_threads(), 0),
+             "norm_backward_kernel occupancy");
+  const std::int64_t resident =
+      std::max<std::int64_t>(1, std::int64_t{per_sm} * current_device_info().sm_count / b.layout.cluster);
+  b.steps = ceil_div(rows, b.layout.rows_per_cta);
+  const std::int64_t wanted = std::max<std::int64_t>(1, std::min(resident, b.steps / kMinStepsPerGroup));
+  b.steps_per_group = ceil_div(b.steps, wanted);
+  b.groups = ceil_div(b.steps, b.steps_per_group);
+  return b;
+}
+
+// The workspace of one variant, or 0 when it does not hold rows of n elements.
+template <class T, device::Access kAccess>
+std::size_t variant_workspace_bytes(std::int64_t rows, std::int64_t n, DType dtype) {
+  using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
+  const auto element = static_cast<int>(dtype_size(dtype));
+  if (!device::plan_rows<Config>(n, element, rows::max_cluster_ctas()).valid()) return 0;
+  return 2 * plan_blocks<T, kAccess>(rows, n, dtype).partial_bytes(n);
+}
+
+// The larger of the two variants' needs: which one runs depends on strides and alignment.
+template <class T>
+std::size_t workspace_bytes(std::int64_t rows, std::int64_t n, DType dtype) {
+  using device::Access;
+  const std::size_t bytes = std::max(variant_workspace_bytes<T, Access::Vector>(rows, n, dtype),
+                                     variant_workspace_bytes<T, Access::Scalar>(rows, n, dtype));
+  // Neither holds the row: rows::plan throws the Unsupported error that names the limit.
+  if (bytes == 0) rows::plan<device::LoopingTwoTensorRows>("x", n, dtype);
+  return bytes;
+}
+
+enum class ParamGrads : std::uint8_t { None, Wanted };
+
+ParamGrads param_grads(const NormBackwardArgs& a) {
+  return a.dweight.empty() && a.dbias.empty() ? ParamGrads::None : ParamGrads::Wanted;
+}
+
+rows::RowShape validate(const NormBackwardArgs& a) {
+  const rows::RowShape shape = rows::check_rows("x", a.x, kFloatTypes);
+  rows::check_like("dy", a.dy, "x", a.x, a.x.dtype);
+  rows::check_like("dx", a.dx, "x", a.x, a.x.dtype);
+  rows::check_column_vector("weight", a.weight, shape.n, a.x.dtype);
+  rows::check_column_vector("dweight", a.dweight, shape.n, a.x.dtype);
+  rows::check_column_vector("dbias", a.dbias, shape.n, a.x.dtype);
+  if (a.kind == NormKind::LayerNorm) {
+    require(!a.mean.empty(), "mean", "the forward's per-row mean (LayerNorm)", "empty");
+  } else {
+    require(a.mean.empty(), "mean", "empty for RMSNorm (it has no mean)", a.mean.describe());
+  }
+  rows::check_row_stats("mean", a.mean, shape.rows);
+  require(!a.rstd.empty(), "rstd", "the forward's per-row rstd", "empty");
+  rows::check_row_stats("rstd", a.rstd, shape.rows);
+  if (param_grads(a) == ParamGrads::Wanted && shape.rows > 0) {
+    check::structure("workspace", a.workspace);
+    require(a.workspace.is_contiguous(), "workspace layout", "packed", a.workspace.describe());
+    check::aligned("workspace", a.workspace, kWorkspaceAlignment);
+  }
+  rows::check_on_device({{"x", &a.x}, {"dy", &a.dy}, {"dx", &a.dx}, {"weight", &a.weight}, {"mean", &a.mean},
+                         {"rstd", &a.rstd}, {"dweight", &a.dweight}, {"dbias", &a.dbias},
+                         {"workspace", &a.workspace}});
+  return shape;
+}
+
+template <class T>
+void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t stream) {
+  constexpr int kChunkElements = device::kChunkBytes / sizeof(T);
+  NormBackwardParams p;
+  p.x = rows::address(a.x);
+  p.dy = rows::address(a.dy);
+  p.dx = rows::address(a.dx);
+  p.weight = a.weight.data;
+  p.mean = static_cast<const float*>(a.mean.data);
+  p.rstd = static_cast<const float*>(a.rstd.data);
+  p.rows = shape.rows;
+  p.rows_per_batch = shape.rows_per_batch;
+  p.n = static_cast<int>(shape.n);
+  p.kind = a.kind;
+  const device::Access access = rows::access_for(kChunkElements, shape.n, {&a.x, &a.dy, &a.dx, &a.weight});
+  rows::with_access(access, [&](auto kAccess) {
+    using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
+    const RowBlocks blocks = plan_blocks<T, kAccess>(shape.rows, shape.n, a.x.dtype);
+    p.layout = blocks.layout;
+    p.steps = blocks.steps;
+    p.steps_per_group = blocks.steps_per_group;
+    device::NormColumnSumParams sums;
+    if (param_grads(a) == ParamGrads::Wanted) {
+      const std::size_t partial = blocks.partial_bytes(shape.n);
+      const std::size_t have = static_cast<std::size_t>(a.workspace.numel()) * a.workspace.element_size();
+      require(have >= 2 * partial, "workspace bytes", "at least norm_backward_workspace_bytes = " +
+                                                          std::to_string(norm_backward_workspace_bytes(
+                                                              shape.rows, shape.n, a.x.dtype)),
+              have);
+      auto* base = static_cast<char*>(a.workspace.data);
+      if (!a.dweight.empty()) p.partial_dw = reinterpret_cast<float*>(base);
+      if (!a.dbias.empty()) p.partial_db = reinterpret_cast<float*>(base + partial);
+      sums = {p.partial_dw, p.partial_db, a.dweight.data, a.dbias.data, blocks.groups, p.n};
+    }
+    rows::launch(device::norm_backward_kernel<T, Config, kAccess>, p.layout, blocks.groups * p.layout.rows_per_cta,
+                 p, stream, "norm_backward_kernel");
+    if (param_grads(a) == ParamGrads::Wanted) {
+      const auto tiles = static_cast<unsigned>(ceil_div(shape.n, device::kWarpThreads));
+      device::norm_column_sum_kernel<T>
+          <<<tiles, device::kColumnSumWarps * device::kWarpThreads, 0, stream>>>(sums);
+      check_launch("norm_column_sum_kernel");
+    }
+  });
+}
+
+// Dispatch on the dtype: f(T{}) with T the element type.
+template <class F>
+decltype(auto) with_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::F32: return f(float{});
+    case DType::F16: return f(__half{});
+    case DType::BF16: return f(__nv_bfloat16{});
+    default: throw_invalid("x dtype", "f32, f16 or bf16", dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+std::size_t norm_backward_workspace_bytes(std::int64_t rows, std::int64_t n, DType dtype) {
+  require(rows >= 0, "rows", ">= 0", rows);
+  require(n >= 1, "row length", ">= 1", n);
+  if (rows == 0) return 0;
+  return with_type(dtype, [&](auto t) { return workspace_bytes<decltype(t)>(rows, n, dtype); });
+}
+
+void norm_backward(const NormBackwardArgs& args, cudaStream_t stream) {
+  const rows::RowShape shape = validate(args);
+  if (shape.rows == 0) {
+    // NOTE: sums over no rows are 0, whose bit pattern is all zeros in every float dtype.
+    for (const TensorView* t : {&args.dweight, &args.dbias})
+      if (!t->empty()) check_cuda(cudaMemsetAsync(t->data, 0, t->span_bytes(), stream), "norm_backward zero sums");
+    return;
+  }
+  with_type(args.x.dtype, [&](auto t) { launch<decltype(t)>(args, shape, stream); });
+}
+
+}  // namespace fusekit

@@ -1,0 +1,90 @@
+// Argument validation of the fused norm and softmax backward, which runs before any device
+// access: each bad argument is rejected with an InvalidArgument error that names it. No GPU
+// needed (the pointers are never dereferenced).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "fusekit/error.hpp"
+#include "fusekit/norm_backward.hpp"
+#include "fusekit/softmax_backward.hpp"
+
+namespace fusekit {
+namespace {
+
+// NOTE: a fake, 16-byte aligned address: validation must reject the arguments before touching it.
+void* const kFake = reinterpret_cast<void*>(std::uintptr_t{1} << 20);
+
+template <class F>
+void expect_invalid(F&& f, const std::string& arg) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error naming " << arg;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
+  }
+}
+
+NormBackwardArgs valid_norm() {
+  NormBackwardArgs a;
+  a.kind = NormKind::LayerNorm;
+  a.x = TensorView::contiguous(kFake, DType::BF16, {8, 64});
+  a.dy = a.x;
+  a.dx = a.x;
+  a.mean = TensorView::contiguous(kFake, DType::F32, {8});
+  a.rstd = a.mean;
+  return a;
+}
+
+TEST(NormBackwardArgs, RejectsEachBadArgumentByName) {
+  auto a = valid_norm();
+  a.x.dtype = DType::E4M3;
+  expect_invalid([&] { norm_backward(a); }, "x dtype");
+  a = valid_norm();
+  a.dy = TensorView::contiguous(kFake, DType::BF16, {8, 65});
+  expect_invalid([&] { norm_backward(a); }, "dy");
+  a = valid_norm();
+  a.dx = TensorView::contiguous(kFake, DType::F16, {8, 64});
+  expect_invalid([&] { norm_backward(a); }, "dx dtype");
+  a = valid_norm();
+  a.weight = TensorView::contiguous(kFake, DType::BF16, {63});
+  expect_invalid([&] { norm_backward(a); }, "weight");
+  a = valid_norm();
+  a.dweight = TensorView::contiguous(kFake, DType::F32, {64});
+  expect_invalid([&] { norm_backward(a); }, "dweight dtype");
+  a = valid_norm();
+  a.dbias = TensorView::contiguous(kFake, DType::BF16, {65});
+  expect_invalid([&] { norm_backward(a); }, "dbias");
+  a = valid_norm();
+  a.mean = {};
+  expect_invalid([&] { norm_backward(a); }, "mean");
+  a = valid_norm();
+  a.kind = NormKind::RmsNorm;
+  expect_invalid([&] { norm_backward(a); }, "mean");
+  a = valid_norm();
+  a.rstd = TensorView::contiguous(kFake, DType::F32, {7});
+  expect_invalid([&] { norm_backward(a); }, "rstd elements");
+  a = valid_norm();
+  a.rstd = {};
+  expect_invalid([&] { norm_backward(a); }, "rstd");
+  a = valid_norm();
+  a.dweight = TensorView::contiguous(kFake, DType::BF16, {64});
+  expect_invalid([&] { norm_backward(a); }, "workspace");
+  a.workspace = TensorView::contiguous(static_cast<char*>(kFake) + 4, DType::U8, {4096});
+  expect_invalid([&] { norm_backward(a); }, "workspace");
+  expect_invalid([&] { norm_backward_workspace_bytes(8, 0, DType::BF16); }, "row length");
+}
+
+TEST(SoftmaxBackwardArgs, RejectsEachBadArgumentByName) {
+  const auto y = TensorView::contiguous(kFake, DType::F16, {4, 64});
+  expect_invalid([&] { softmax_backward({y, TensorView::contiguous(kFake, DType::F32, {4, 64}), y}); }, "dy dtype");
+  expect_invalid([&] { softmax_backward({y, y, TensorView::contiguous(kFake, DType::F16, {4, 63})}); }, "dx");
+  expect_invalid([&] { softmax_backward({y, y, y, NAN}); }, "scale");
+  expect_invalid([&] { softmax_backward({TensorView::contiguous(kFake, DType::U8, {4, 64}), y, y}); }, "y dtype");
+  expect_invalid([&] { softmax_backward({TensorView::contiguous(kFake, DType::F16, {64}), y, y}); }, "y rank");
+}
+
+}  // namespace
+}  // namespace fusekit

@@ -1,0 +1,307 @@
+// The fused norm backward against the double CPU reference: LayerNorm and RMSNorm, f32/f16/bf16,
+// every row layout (rows sharing a CTA, CTA rows, cluster-split rows), several rows per CTA group
+// (the row loop and its parameter-gradient partials), odd lengths, padded row strides, huge and
+// tiny magnitudes, with and without weight, dweight and dbias; batched with dx aliasing dy;
+// bit-identical results run to run; and the argument errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "fusekit/buffer.hpp"
+#include "fusekit/device/norm/norm_backward_config.hpp"
+#include "fusekit/error.hpp"
+#include "fusekit/norm_backward.hpp"
+#include "fusekit/numerics.hpp"
+#include "fusekit/reference/norm.hpp"
+#include "fusekit/transfer.hpp"
+#include "support/compare.hpp"
+#include "support/gpu.hpp"
+
+namespace fusekit {
+namespace {
+
+using testing::rel_l2;
+using testing::to_matrix;
+
+constexpr float kEps = 1e-5f;
+
+struct Shape {
+  std::int64_t rows, n, ld;  // ld: row stride in elements (>= n)
+};
+
+// Row lengths that take every kind of layout (device::plan_rows at 512-thread CTAs; bf16): rows
+// sharing a CTA (1, 4, 16 lanes, rows not a multiple of the CTA's), a warp, 64 and 96 threads,
+// full CTAs, clusters of 2, 4 and 8 CTAs (full and not); odd lengths and padded row strides
+// (aligned and not) take the element-by-element kernels, also clustered (12347, 40001); many
+// rows give each CTA group a block of rows to loop over.
+constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 203},    {64, 1024, 1024},
+                             {37, 1000, 1000},   {33, 2048, 2048},   {16, 4096, 4104},  {9, 3001, 3001},
+                             {4, 16384, 16384},  {3, 12347, 12350},  {3, 40000, 40000}, {2, 40001, 40008},
+                             {2, 65536, 65536},  {3001, 256, 256},   {1999, 777, 784},  {2000, 4096, 4096},
+                             {300, 32768, 32768}};
+
+struct Range {
+  float lo, hi;
+};
+
+struct Padded {
+  DeviceBuffer buffer;
+  TensorView view;
+  Padded(DType dtype, const Shape& s)
+      : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
+        view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
+};
+
+// Whether the norm backward holds a row of shape s on this GPU: rows of whole aligned 16-byte
+// chunks take LoopingTwoTensorRows, others its ScalarRows.
+bool supported(DType dt, const Shape& s) {
+  using Config = device::LoopingTwoTensorRows;
+  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxClusterCtas : 1;
+  const auto element = static_cast<int>(dtype_size(dt));
+  const std::int64_t chunk = device::kChunkBytes / element;
+  const bool vector = s.n % chunk == 0 && s.ld % chunk == 0;
+  return s.n <= (vector ? device::max_row_length<Config>(element, max_cluster)
+                        : device::max_row_length<device::ScalarRows<Config>>(element, max_cluster));
+}
+
+// The forward's statistics of x as the f32 tensors the backward reads, and their exact values.
+struct Stats {
+  DeviceTensor mean, rstd;
+  std::vector<double> host_mean, host_rstd;
+};
+Stats forward_stats(NormKind kind, const reference::Matrix& x, std::int64_t rows) {
+  const auto f = reference::norm_forward(kind, x, {}, {}, kEps);
+  Stats s{DeviceTensor(DType::F32, {rows}), DeviceTensor(DType::F32, {rows}), {}, {}};
+  upload(f.rstd, s.rstd);
+  s.host_rstd = download(s.rstd);
+  if (kind == NormKind::LayerNorm) {
+    upload(f.mean, s.mean);
+    s.host_mean = download(s.mean);
+  }
+  return s;
+}
+
+struct NormCase {
+  NormKind kind;
+  DType dtype;
+};
+
+class NormBackwardGpu : public ::testing::TestWithParam<NormCase> {};
+
+TEST_P(NormBackwardGpu, MatchesReferenceOnEveryLayout) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  // NOTE: as in the forward test: f16 tops out at 65504, so its "huge" is 3e4; "offset" is far
+  // from the origin compared with the spread.
+  const float huge = dt == DType::F16 ? 3e4f : 1e15f;
+  const float tiny = dt == DType::F16 ? 1e-3f : 1e-20f;
+  const Range ranges[] = {{-2.0f, 2.0f}, {-huge, huge}, {-tiny, tiny}, {100.0f, 104.0f}};
+  for (const Shape& s : kShapes) {
+    if (!supported(dt, s)) continue;
+    for (std::size_t ri = 0; ri < std::size(ranges); ++ri) {
+      const Range range = ranges[ri];
+      const bool affine = ri % 2 == 0;  // with weight, dweight and dbias; else none of them
+      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << " range [" << range.lo << ", "
+                                        << range.hi << "]" << (affine ? " with weight" : ""));
+      Padded x(dt, s), dy(dt, s), dx(dt, s);
+      DeviceTensor weight(dt, {s.n}), dweight(dt, {s.n}), dbias(dt, {s.n});
+      DeviceTensor workspace(DType::U8, {static_cast<std::int64_t>(norm_backward_workspace_bytes(s.rows, s.n, dt))});
+      fill_uniform(x.view, seed + ri, range.lo, range.hi);
+      fill_uniform(dy.view, seed + 50 + ri, -1.0f, 1.0f);
+      fill_uniform(weight, seed + 100, -2.0f, 2.0f);
+      poison(dx.view);
+      poison(dweight);
+      poison(dbias);
+      const auto hx = to_matrix(x.view);
+      const Stats stats = forward_stats(kind, hx, s.rows);
+      NormBackwardArgs a;
+      a.kind = kind;
+      a.x = x.view;
+      a.dy = dy.view;
+      a.dx = dx.view;
+      if (kind == NormKind::LayerNorm) a.mean = stats.mean;
+      a.rstd = stats.rstd;
+      if (affine) {
+        a.weight = weight;
+        a.dweight = dweight;
+        a.dbias = dbias;
+        a.workspace = workspace;
+      }
+      norm_backward(a);
+      const std::vector<double> w = affine ? download(weight) : std::vector<double>{};
+      const auto want = reference::norm_backward(kind, to_matrix(dy.view), hx, w, stats.host_mean, stats.host_rstd);
+      EXPECT_LE(rel_l2(download(dx.view), want.dx.data), bench::tolerance(dt));
+      if (affine) {
+        EXPECT_LE(rel_l2(download(dweight), want.dweight), bench::tolerance(dt)) << "dweight";
+        EXPECT_LE(rel_l2(download(dbias), want.dbias), bench::tolerance(dt)) << "dbias";
+      }
+    }
+  }
+}
+
+// A packed tensor's bytes as a u8 view, to compare bit patterns.
+TensorView as_bytes(const TensorView& t) {
+  return TensorView::contiguous(t.data, DType::U8, {static_cast<std::int64_t>(t.span_bytes())});
+}
+
+// The parameter gradients are reduced in a fixed order: two runs give the same bits.
+TEST_P(NormBackwardGpu, BitIdenticalRunToRun) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  for (const Shape& s : {Shape{4097, 1024, 1024}, Shape{1000, 3001, 3001}, Shape{64, 32768, 32768}}) {
+    if (!supported(dt, s)) continue;
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n);
+    Padded x(dt, s), dy(dt, s);
+    DeviceTensor weight(dt, {s.n});
+    DeviceTensor workspace(DType::U8, {static_cast<std::int64_t>(norm_backward_workspace_bytes(s.rows, s.n, dt))});
+    fill_uniform(x.view, seed, -3.0f, 3.0f);
+    fill_uniform(dy.view, seed + 1, -1.0f, 1.0f);
+    fill_uniform(weight, seed + 2, 0.5f, 1.5f);
+    const Stats stats = forward_stats(kind, to_matrix(x.view), s.rows);
+    std::vector<std::uint8_t> first[3];
+    for (int run = 0; run < 2; ++run) {
+      Padded dx(dt, s);
+      DeviceTensor dweight(dt, {s.n}), dbias(dt, {s.n});
+      poison(workspace);
+      NormBackwardArgs a;
+      a.kind = kind;
+      a.x = x.view;
+      a.dy = dy.view;
+      a.weight = weight;
+      if (kind == NormKind::LayerNorm) a.mean = stats.mean;
+      a.rstd = stats.rstd;
+      a.dx = dx.view;
+      a.dweight = dweight;
+      a.dbias = dbias;
+      a.workspace = workspace;
+      norm_backward(a);
+      const std::vector<std::uint8_t> got[3] = {download_bytes(as_bytes(dx.view)), download_bytes(as_bytes(dweight)),
+                                                download_bytes(as_bytes(dbias))};
+      for (int t = 0; t < 3; ++t) {
+        if (run == 0) first[t] = got[t];
+        else EXPECT_TRUE(first[t] == got[t]) << "output " << t << " (dx, dweight, dbias) differs between runs";
+      }
+    }
+  }
+}
+
+// [batch, rows, n] with padded row and batch strides; dx written over dy; dbias alone.
+TEST_P(NormBackwardGpu, BatchedInPlace) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  constexpr std::int64_t kBatch = 3, kRows = 50, kN = 777, kLd = 800, kBatchStride = 40100;
+  const std::size_t bytes = static_cast<std::size_t>(kBatch * kBatchStride) * dtype_size(dt);
+  DeviceBuffer xb(bytes), dyb(bytes);
+  const auto x = TensorView::batched(xb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
+  const auto dy = TensorView::batched(dyb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
+  fill_uniform(x, seed, -3.0f, 3.0f);
+  fill_uniform(dy, seed + 1, -1.0f, 1.0f);
+  reference::Matrix hx(kBatch * kRows, kN), hdy(kBatch * kRows, kN);
+  hx.data = download(x);
+  hdy.data = download(dy);
+  const Stats stats = forward_stats(kind, hx, kBatch * kRows);
+  DeviceTensor dbias(dt, {kN});
+  DeviceTensor workspace(DType::U8,
+                         {static_cast<std::int64_t>(norm_backward_workspace_bytes(kBatch * kRows, kN, dt))});
+  poison(dbias);
+  NormBackwardArgs a;
+  a.kind = kind;
+  a.x = x;
+  a.dy = dy;
+  a.dx = dy;  // in place
+  if (kind == NormKind::LayerNorm) a.mean = stats.mean;
+  a.rstd = stats.rstd;
+  a.dbias = dbias;
+  a.workspace = workspace;
+  norm_backward(a);
+  const auto want = reference::norm_backward(kind, hdy, hx, {}, stats.host_mean, stats.host_rstd);
+  EXPECT_LE(rel_l2(download(dy), want.dx.data), bench::tolerance(dt));
+  EXPECT_LE(rel_l2(download(dbias), want.dbias), bench::tolerance(dt));
+}
+
+INSTANTIATE_TEST_SUITE_P(KindsAndDtypes, NormBackwardGpu,
+                         ::testing::Values(NormCase{NormKind::LayerNorm, DType::F32},
+                                           NormCase{NormKind::LayerNorm, DType::F16},
+                                           NormCase{NormKind::LayerNorm, DType::BF16},
+                                           NormCase{NormKind::RmsNorm, DType::F32},
+                                           NormCase{NormKind::RmsNorm, DType::F16},
+                                           NormCase{NormKind::RmsNorm, DType::BF16}),
+                         [](const auto& info) {
+                           return std::string(info.param.kind == NormKind::LayerNorm ? "layernorm_" : "rmsnorm_") +
+                                  std::string(dtype_name(info.param.dtype));
+                         });
+
+// Expects an Error of `kind` whose message mentions `arg`.
+template <class F>
+void expect_error(F&& f, ErrorKind kind, const std::string& arg) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error naming " << arg;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
+  }
+}
+
+TEST(NormBackwardGpuErrors, RejectsBadArguments) {
+  FUSEKIT_REQUIRE_GPU();
+  DeviceTensor x(DType::BF16, {4, 64}), dy(DType::BF16, {4, 64}), dx(DType::BF16, {4, 64}),
+      dx_short(DType::BF16, {4, 63}), dx32(DType::F32, {4, 64}), w(DType::BF16, {63}), dw(DType::BF16, {64}),
+      stats(DType::F32, {4}), stats3(DType::F32, {3}), tiny_workspace(DType::U8, {16});
+  DeviceTensor workspace(DType::U8, {static_cast<std::int64_t>(norm_backward_workspace_bytes(4, 64, DType::BF16))});
+  const auto valid = [&] {
+    NormBackwardArgs a;
+    a.kind = NormKind::LayerNorm;
+    a.x = x;
+    a.dy = dy;
+    a.dx = dx;
+    a.mean = stats;
+    a.rstd = stats;
+    return a;
+  };
+  auto a = valid();
+  a.dx = dx_short;
+  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "dx");
+  a = valid();
+  a.dx = dx32;
+  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "dx dtype");
+  a = valid();
+  a.weight = w;
+  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "weight");
+  a = valid();
+  a.mean = {};
+  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "mean");
+  a = valid();
+  a.rstd = stats3;
+  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "rstd");
+  a = valid();
+  a.kind = NormKind::RmsNorm;  // RMSNorm has no mean
+  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "mean");
+  a = valid();
+  a.dweight = dw;  // no workspace
+  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "workspace");
+  a.workspace = tiny_workspace;
+  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "workspace bytes");
+  a.workspace = workspace;
+  EXPECT_NO_THROW(norm_backward(a));
+  // A row too long for any layout is Unsupported, naming the limit.
+  DeviceTensor long_x(DType::F32, {1, 262144}), long_dx(DType::F32, {1, 262144}), one(DType::F32, {1});
+  a = valid();
+  a.x = long_x;
+  a.dy = long_x;
+  a.dx = long_dx;
+  a.mean = one;
+  a.rstd = one;
+  expect_error([&] { norm_backward(a); }, ErrorKind::Unsupported, "row length");
+}
+
+}  // namespace
+}  // namespace fusekit

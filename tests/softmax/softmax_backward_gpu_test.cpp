@@ -1,0 +1,158 @@
+// The fused softmax backward against the double CPU reference: f32/f16/bf16, every row layout
+// (warp rows, CTA rows, cluster-split rows), odd lengths, padded row strides, scales of either
+// sign, y from the fused forward with −∞ entries, fully masked rows (dx exactly 0) and causal
+// masks; batched with dx aliasing dy; and the argument errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "fusekit/buffer.hpp"
+#include "fusekit/device/row/row_config.hpp"
+#include "fusekit/error.hpp"
+#include "fusekit/numerics.hpp"
+#include "fusekit/reference/softmax.hpp"
+#include "fusekit/softmax.hpp"
+#include "fusekit/softmax_backward.hpp"
+#include "fusekit/transfer.hpp"
+#include "support/compare.hpp"
+#include "support/gpu.hpp"
+
+namespace fusekit {
+namespace {
+
+using testing::rel_l2;
+using testing::to_matrix;
+
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+struct Shape {
+  std::int64_t rows, n, ld;
+};
+
+// Row lengths that take every kind of layout (device::plan_rows, two tensors held; bf16):
+// sub-warp groups with many rows per CTA, a warp, 64 and 96 threads, full CTAs, clusters of 2,
+// 4 and 8 CTAs (full and not); odd lengths and padded row strides (aligned and not) take the
+// element-by-element kernels, also clustered (40001).
+constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 203},    {64, 1024, 1024},
+                             {37, 1000, 1000},   {33, 2048, 2048},   {16, 4096, 4104},  {9, 3001, 3001},
+                             {4, 16384, 16384},  {3, 12347, 12350},  {3, 40000, 40000}, {2, 40001, 40008},
+                             {2, 65536, 65536},  {2, 131071, 131072}, {2, 131072, 131072}};
+
+// Whether the softmax backward holds a row of shape s on this GPU: rows of whole aligned 16-byte
+// chunks take TwoTensorRows, others its ScalarRows.
+bool supported(DType dt, const Shape& s) {
+  using Config = device::TwoTensorRows;
+  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxClusterCtas : 1;
+  const auto element = static_cast<int>(dtype_size(dt));
+  const std::int64_t chunk = device::kChunkBytes / element;
+  const bool vector = s.n % chunk == 0 && s.ld % chunk == 0;
+  return s.n <= (vector ? device::max_row_length<Config>(element, max_cluster)
+                        : device::max_row_length<device::ScalarRows<Config>>(element, max_cluster));
+}
+
+struct Padded {
+  DeviceBuffer buffer;
+  TensorView view;
+  Padded(DType dtype, const Shape& s)
+      : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
+        view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
+};
+
+// Random values in [-magnitude, magnitude], about 1 in 16 of them −∞, and row 1 entirely −∞.
+std::vector<double> random_logits(std::int64_t rows, std::int64_t n, double magnitude, std::uint64_t seed) {
+  constexpr int kInfEvery = 16;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> value(-magnitude, magnitude);
+  std::vector<double> v(static_cast<std::size_t>(rows * n));
+  for (auto& x : v) x = rng() % kInfEvery == 0 ? kMinusInf : value(rng);
+  if (rows > 1)
+    for (std::int64_t j = 0; j < n; ++j) v[static_cast<std::size_t>(n + j)] = kMinusInf;
+  return v;
+}
+
+class SoftmaxBackwardGpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SoftmaxBackwardGpu, MatchesReferenceOnEveryLayout) {
+  FUSEKIT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  struct Variant {
+    double magnitude;
+    float scale;
+    Causal causal;
+  };
+  constexpr Variant kVariants[] = {{4.0, 1.0f, Causal::No}, {4.0, 0.125f, Causal::Yes}, {2.0, -0.5f, Causal::No}};
+  for (const Shape& s : kShapes) {
+    if (!supported(dt, s)) continue;
+    for (std::size_t vi = 0; vi < std::size(kVariants); ++vi) {
+      const Variant v = kVariants[vi];
+      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << " scale " << v.scale
+                                        << (v.causal == Causal::Yes ? " causal" : ""));
+      Padded x(dt, s), y(dt, s), dy(dt, s), dx(dt, s);
+      upload(random_logits(s.rows, s.n, v.magnitude, seed + vi), x.view);
+      softmax_forward({x.view, y.view, v.scale, v.causal});
+      fill_uniform(dy.view, seed + 10 + vi, -1.0f, 1.0f);
+      poison(dx.view);
+      softmax_backward({y.view, dy.view, dx.view, v.scale});
+      auto want = reference::softmax_backward(to_matrix(dy.view), to_matrix(y.view), v.scale);
+      // NOTE: compared with the exact result rounded to the output dtype: dx ~ y/n of a long row is
+      // an f16 subnormal (below 6.1e-5), whose few mantissa bits no kernel can beat.
+      for (auto& w : want.data) w = round_to(dt, w);
+      const auto got = download(dx.view);
+      EXPECT_LE(rel_l2(got, want.data), bench::tolerance(dt));
+      // The fully −∞ row (y all 0) has dx exactly 0.
+      for (std::int64_t j = 0; j < s.n; ++j) ASSERT_EQ(got[static_cast<std::size_t>(s.n + j)], 0.0) << "column " << j;
+    }
+  }
+}
+
+// [batch, rows, n] with padded row and batch strides; dx written over dy.
+TEST_P(SoftmaxBackwardGpu, BatchedInPlace) {
+  FUSEKIT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  constexpr std::int64_t kBatch = 3, kRows = 40, kN = 520, kLd = 528, kBatchStride = kRows * kLd + 8;
+  const std::size_t bytes = static_cast<std::size_t>(kBatch * kBatchStride) * dtype_size(dt);
+  DeviceBuffer xb(bytes), yb(bytes), dyb(bytes);
+  const auto x = TensorView::batched(xb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
+  const auto y = TensorView::batched(yb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
+  const auto dy = TensorView::batched(dyb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
+  fill_uniform(x, seed, -5.0f, 5.0f);
+  fill_uniform(dy, seed + 1, -1.0f, 1.0f);
+  softmax_forward({x, y, 0.5f, Causal::Yes});
+  reference::Matrix hy(kBatch * kRows, kN), hdy(kBatch * kRows, kN);
+  hy.data = download(y);
+  hdy.data = download(dy);
+  softmax_backward({y, dy, dy, 0.5f});
+  const auto want = reference::softmax_backward(hdy, hy, 0.5);
+  EXPECT_LE(rel_l2(download(dy), want.data), bench::tolerance(dt));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, SoftmaxBackwardGpu, ::testing::Values(DType::F32, DType::F16, DType::BF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(SoftmaxBackwardGpuErrors, RejectsBadArguments) {
+  FUSEKIT_REQUIRE_GPU();
+  DeviceTensor y(DType::F16, {4, 64}), dy(DType::F16, {4, 64}), dx(DType::F16, {4, 64}), dx_bf(DType::BF16, {4, 64}),
+      dy_long(DType::F16, {4, 65});
+  EXPECT_THROW(softmax_backward({y, dy, dx_bf}), Error);
+  EXPECT_THROW(softmax_backward({y, dy_long, dx}), Error);
+  EXPECT_THROW(softmax_backward({y, dy, dx, std::numeric_limits<float>::infinity()}), Error);
+  EXPECT_NO_THROW(softmax_backward({y, dy, dx}));
+  DeviceTensor long_y(DType::F32, {1, 131072}), long_dx(DType::F32, {1, 131072});
+  try {
+    softmax_backward({long_y, long_y, long_dx});
+    ADD_FAILURE() << "expected an Unsupported error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fusekit
