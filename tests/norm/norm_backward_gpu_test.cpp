@@ -18,6 +18,7 @@
 #include "fusekit/transfer.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "support/rows.hpp"
 
 namespace fusekit {
 namespace {
@@ -27,9 +28,8 @@ using testing::to_matrix;
 
 constexpr float kEps = 1e-5f;
 
-struct Shape {
-  std::int64_t rows, n, ld;  // ld: row stride in elements (>= n)
-};
+using Shape = testing::RowShape;
+using Padded = testing::PaddedRows;
 
 // Row lengths that take every kind of layout (device::plan_rows at 512-thread CTAs; bf16): rows
 // sharing a CTA (1, 4, 16 lanes, rows not a multiple of the CTA's), a warp, 64 and 96 threads,
@@ -46,25 +46,7 @@ struct Range {
   float lo, hi;
 };
 
-struct Padded {
-  DeviceBuffer buffer;
-  TensorView view;
-  Padded(DType dtype, const Shape& s)
-      : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
-        view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
-};
-
-// Whether the norm backward holds a row of shape s on this GPU: rows of whole aligned 16-byte
-// chunks take LoopingTwoTensorRows, others its ScalarRows.
-bool supported(DType dt, const Shape& s) {
-  using Config = device::LoopingTwoTensorRows;
-  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxClusterCtas : 1;
-  const auto element = static_cast<int>(dtype_size(dt));
-  const std::int64_t chunk = device::kChunkBytes / element;
-  const bool vector = s.n % chunk == 0 && s.ld % chunk == 0;
-  return s.n <= (vector ? device::max_row_length<Config>(element, max_cluster)
-                        : device::max_row_length<device::ScalarRows<Config>>(element, max_cluster));
-}
+bool supported(DType dt, const Shape& s) { return testing::holds_row<device::LoopingTwoTensorRows>(dt, s); }
 
 // The forward's statistics of x as the f32 tensors the backward reads, and their exact values.
 struct Stats {

@@ -20,6 +20,7 @@
 #include "fusekit/transfer.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "support/rows.hpp"
 
 namespace fusekit {
 namespace {
@@ -29,9 +30,8 @@ using testing::to_matrix;
 
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
-struct Shape {
-  std::int64_t rows, n, ld;
-};
+using Shape = testing::RowShape;
+using Padded = testing::PaddedRows;
 
 // Row lengths that take every kind of layout (device::plan_rows, two tensors held; bf16):
 // sub-warp groups with many rows per CTA, a warp, 64 and 96 threads, full CTAs, clusters of 2,
@@ -42,25 +42,7 @@ constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 2
                              {4, 16384, 16384},  {3, 12347, 12350},  {3, 40000, 40000}, {2, 40001, 40008},
                              {2, 65536, 65536},  {2, 131071, 131072}, {2, 131072, 131072}};
 
-// Whether the softmax backward holds a row of shape s on this GPU: rows of whole aligned 16-byte
-// chunks take TwoTensorRows, others its ScalarRows.
-bool supported(DType dt, const Shape& s) {
-  using Config = device::TwoTensorRows;
-  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxClusterCtas : 1;
-  const auto element = static_cast<int>(dtype_size(dt));
-  const std::int64_t chunk = device::kChunkBytes / element;
-  const bool vector = s.n % chunk == 0 && s.ld % chunk == 0;
-  return s.n <= (vector ? device::max_row_length<Config>(element, max_cluster)
-                        : device::max_row_length<device::ScalarRows<Config>>(element, max_cluster));
-}
-
-struct Padded {
-  DeviceBuffer buffer;
-  TensorView view;
-  Padded(DType dtype, const Shape& s)
-      : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
-        view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
-};
+bool supported(DType dt, const Shape& s) { return testing::holds_row<device::TwoTensorRows>(dt, s); }
 
 // Random values in [-magnitude, magnitude], about 1 in 16 of them −∞, and row 1 entirely −∞.
 std::vector<double> random_logits(std::int64_t rows, std::int64_t n, double magnitude, std::uint64_t seed) {

@@ -18,6 +18,7 @@
 #include "fusekit/softmax.hpp"
 #include "fusekit/transfer.hpp"
 #include "support/gpu.hpp"
+#include "support/rows.hpp"
 #include "support/compare.hpp"
 
 namespace fusekit {
@@ -27,38 +28,15 @@ using testing::rel_l2;
 
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
-struct Shape {
-  std::int64_t rows, n, ld;
-};
+using Shape = testing::RowShape;
+using Padded = testing::PaddedRows;
 
-// Row lengths that take every kind of layout (device::plan_rows; bf16): sub-warp groups of 1, 4
-// and 16 lanes with many rows per CTA (rows not a multiple of it), a warp, 64 threads (two rows
-// per CTA), 96 threads (three warps), full CTAs, clusters of 2, 4 and 8 CTAs (full and not);
-// odd lengths and padded row strides (aligned and not) take the element-by-element kernels,
-// also clustered (40001).
-constexpr Shape kShapes[] = {{5, 8, 8},           {67, 128, 128},    {33, 200, 203},     {64, 1024, 1024},
-                             {37, 1000, 1000},    {33, 2048, 2048},  {16, 4096, 4104},   {9, 3001, 3001},
-                             {4, 16384, 16384},   {3, 12347, 12350}, {3, 40000, 40000},  {2, 40001, 40008},
-                             {2, 65536, 65536},   {2, 131071, 131072}, {2, 262144, 262144}};
+constexpr auto& kShapes = testing::kRowShapes;
 
-// Whether the kernels of `Config` hold a row of shape s on this GPU (thread-block clusters of up
-// to 8 CTAs on sm_90): rows of whole aligned 16-byte chunks take Config, others its ScalarRows.
 template <class Config = device::OneTensorRows>
 bool supported(DType dt, const Shape& s) {
-  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxClusterCtas : 1;
-  const auto element = static_cast<int>(dtype_size(dt));
-  const std::int64_t chunk = device::kChunkBytes / element;
-  const bool vector = s.n % chunk == 0 && s.ld % chunk == 0;
-  return s.n <= (vector ? device::max_row_length<Config>(element, max_cluster)
-                        : device::max_row_length<device::ScalarRows<Config>>(element, max_cluster));
+  return testing::holds_row<Config>(dt, s);
 }
-struct Padded {
-  DeviceBuffer buffer;
-  TensorView view;
-  Padded(DType dtype, const Shape& s)
-      : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
-        view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
-};
 
 // Random values in [-magnitude, magnitude], about 1 in 16 of them −∞, and row 1 entirely −∞.
 std::vector<double> random_logits(std::int64_t rows, std::int64_t n, double magnitude, std::uint64_t seed) {

@@ -1,0 +1,49 @@
+#pragma once
+// Shared by the row-kernel GPU tests (norms, softmax, forward and backward): row shapes that take
+// every kind of layout, a padded matrix over its own storage, and whether a kernel family holds
+// a row on this GPU.
+#include <cstdint>
+
+#include "fusekit/buffer.hpp"
+#include "fusekit/device/row/row_config.hpp"
+#include "fusekit/runtime.hpp"
+#include "fusekit/tensor.hpp"
+
+namespace fusekit::testing {
+
+struct RowShape {
+  std::int64_t rows, n, ld;  // ld: row stride in elements (>= n)
+};
+
+// Row lengths that take every kind of layout (device::plan_rows; bf16): sub-warp groups of 1, 4
+// and 16 lanes with many rows per CTA (rows not a multiple of it), a warp, 64 threads (two rows
+// per CTA), 96 threads (three warps), full CTAs, clusters of 2, 4 and 8 CTAs (full and not);
+// odd lengths and padded row strides (aligned and not) take the element-by-element kernels,
+// also clustered (40001).
+inline constexpr RowShape kRowShapes[] = {
+    {5, 8, 8},         {67, 128, 128},    {33, 200, 203},    {64, 1024, 1024}, {37, 1000, 1000},
+    {33, 2048, 2048},  {16, 4096, 4104},  {9, 3001, 3001},   {4, 16384, 16384}, {3, 12347, 12350},
+    {3, 40000, 40000}, {2, 40001, 40008}, {2, 65536, 65536}, {2, 131071, 131072}, {2, 262144, 262144}};
+
+// A padded [rows, n] matrix view in device memory that owns its buffer.
+struct PaddedRows {
+  DeviceBuffer buffer;
+  TensorView view;
+  PaddedRows(DType dtype, const RowShape& s)
+      : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
+        view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
+};
+
+// Whether the kernels of `Config` hold a row of shape s on this GPU (thread-block clusters of up
+// to 8 CTAs on sm_90): rows of whole aligned 16-byte chunks take Config, others its ScalarRows.
+template <class Config>
+bool holds_row(DType dt, const RowShape& s) {
+  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxClusterCtas : 1;
+  const auto element = static_cast<int>(dtype_size(dt));
+  const std::int64_t chunk = device::kChunkBytes / element;
+  const bool vector = s.n % chunk == 0 && s.ld % chunk == 0;
+  return s.n <= (vector ? device::max_row_length<Config>(element, max_cluster)
+                        : device::max_row_length<device::ScalarRows<Config>>(element, max_cluster));
+}
+
+}  // namespace fusekit::testing
