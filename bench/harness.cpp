@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
+#include <cmath>
 #include <random>
 
 #include "fusekit/error.hpp"
 #include "fusekit/l2_sweep.hpp"
 #include "fusekit/runtime.hpp"
+#include "fusekit/transfer.hpp"
+#include "fusekit/numerics.hpp"
 
 namespace fusekit::bench {
 
@@ -165,6 +169,35 @@ double tolerance(DType output) {
     case DType::U8: return 0;
   }
   return 0;
+}
+
+reference::Matrix sampled_rows(const TensorView& t, const std::vector<std::int64_t>& rows) {
+  reference::Matrix m(static_cast<std::int64_t>(rows.size()), t.shape[1]);
+  const auto row_bytes = t.strides[0] * static_cast<std::int64_t>(t.element_size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto* base = static_cast<char*>(t.data) + rows[i] * row_bytes;
+    const auto v = download(TensorView::matrix(base, t.dtype, 1, t.shape[1], t.strides[0]));
+    std::copy(v.begin(), v.end(), m.data.begin() + static_cast<std::ptrdiff_t>(i) * t.shape[1]);
+  }
+  return m;
+}
+
+Check check_rows(const TensorView& out, const std::vector<std::int64_t>& rows, const reference::Matrix& expected,
+                 DType dtype, std::string what) {
+  Check c;
+  c.bound = tolerance(dtype);
+  c.nonfinite = count_nonfinite(out);
+  const auto got = sampled_rows(out, rows);
+  double d = 0, r = 0;
+  for (std::size_t e = 0; e < got.data.size(); ++e) {
+    if (!std::isfinite(got.data[e])) continue;  // counted in nonfinite already
+    d += (got.data[e] - expected.data[e]) * (got.data[e] - expected.data[e]);
+    r += expected.data[e] * expected.data[e];
+  }
+  c.rel_err = std::sqrt(d / std::max(r, std::numeric_limits<double>::min()));
+  c.passed = c.nonfinite == 0 && c.rel_err <= c.bound;
+  c.what = std::move(what);
+  return c;
 }
 
 }  // namespace fusekit::bench

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fusekit/buffer.hpp"
+#include "fusekit/reference/host_matrix.hpp"
 
 namespace fusekit::bench {
 
@@ -100,5 +101,13 @@ std::vector<std::int64_t> rows_to_check(std::int64_t m, CheckScope scope, std::u
 
 // Relative-L2 bounds by output dtype for checks against a double reference.
 double tolerance(DType output);
+
+// The given rows of a row-major [M, N] device tensor, as a host matrix (row k = rows[k]).
+reference::Matrix sampled_rows(const TensorView& t, const std::vector<std::int64_t>& rows);
+
+// `out`'s given rows against `expected` (the same rows of the reference): relative L2 within
+// tolerance(dtype) and no NaN or Inf anywhere in `out`.
+Check check_rows(const TensorView& out, const std::vector<std::int64_t>& rows, const reference::Matrix& expected,
+                 DType dtype, std::string what);
 
 }  // namespace fusekit::bench

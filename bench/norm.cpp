@@ -38,37 +38,6 @@ struct RowOpState {
   reference::Matrix expected_h;    // add_rmsnorm: h of the checked rows
 };
 
-TensorView row_view(const TensorView& t, std::int64_t row) {
-  auto* base = static_cast<char*>(t.data) + row * t.strides[0] * static_cast<std::int64_t>(t.element_size());
-  return TensorView::matrix(base, t.dtype, 1, t.shape[1], t.strides[0]);
-}
-
-reference::Matrix sampled(const TensorView& t, const std::vector<std::int64_t>& rows) {
-  reference::Matrix m(static_cast<std::int64_t>(rows.size()), t.shape[1]);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto v = download(row_view(t, rows[i]));
-    std::copy(v.begin(), v.end(), m.data.begin() + static_cast<std::ptrdiff_t>(i) * t.shape[1]);
-  }
-  return m;
-}
-
-Check check_sampled(const RowOpState& s, const TensorView& out, const reference::Matrix& expected, std::string what) {
-  Check c;
-  c.bound = tolerance(s.o.dtype);
-  c.nonfinite = count_nonfinite(out);
-  const auto got = sampled(out, s.rows);
-  double d = 0, r = 0;
-  for (std::size_t e = 0; e < got.data.size(); ++e) {
-    if (!std::isfinite(got.data[e])) continue;  // counted in nonfinite already
-    d += (got.data[e] - expected.data[e]) * (got.data[e] - expected.data[e]);
-    r += expected.data[e] * expected.data[e];
-  }
-  c.rel_err = std::sqrt(d / std::max(r, std::numeric_limits<double>::min()));
-  c.passed = c.nonfinite == 0 && c.rel_err <= c.bound;
-  c.what = std::move(what);
-  return c;
-}
-
 }  // namespace
 
 std::string_view row_op_name(RowOp op) {
@@ -121,7 +90,7 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
   }
 
   s->rows = rows_to_check(m, o.scope, seed);
-  const auto hx = sampled(s->x, s->rows);
+  const auto hx = sampled_rows(s->x, s->rows);
   const auto hw = download(s->w), hb = download(s->b);
   switch (o.op) {
     case RowOp::RmsNorm:
@@ -131,7 +100,7 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
       s->expected = reference::norm_forward(NormKind::LayerNorm, hx, hw, hb, kEps).y;
       break;
     case RowOp::AddRmsNorm: {
-      auto add = reference::add_norm_forward(NormKind::RmsNorm, hx, sampled(s->r, s->rows), hw, {}, kEps);
+      auto add = reference::add_norm_forward(NormKind::RmsNorm, hx, sampled_rows(s->r, s->rows), hw, {}, kEps);
       s->expected = std::move(add.norm.y);
       s->expected_h = std::move(add.residual);
       break;
@@ -140,7 +109,7 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
     case RowOp::BiasGeluResidual: {
       reference::EpilogueInputs in;
       in.bias = hb;
-      in.residual = sampled(s->r, s->rows);
+      in.residual = sampled_rows(s->r, s->rows);
       s->expected = reference::apply_epilogue(bias_gelu_residual(), hx, in).out;
       break;
     }
@@ -158,9 +127,9 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
   const double elements = static_cast<double>(m) * static_cast<double>(n);
   const double stat_bytes = static_cast<double>(m) * sizeof(float);
   auto check_y = [s, what] {
-    Check c = check_sampled(*s, s->y, s->expected, what);
+    Check c = check_rows(s->y, s->rows, s->expected, s->o.dtype, what);
     if (s->o.op == RowOp::AddRmsNorm && c.passed) {
-      const Check h = check_sampled(*s, s->h, s->expected_h, what);
+      const Check h = check_rows(s->h, s->rows, s->expected_h, s->o.dtype, what);
       if (!h.passed) c = h;
     }
     return c;

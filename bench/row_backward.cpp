@@ -32,42 +32,11 @@ struct RowBackwardState {
   reference::Matrix expected;      // dx of the checked rows
 };
 
-TensorView row_view(const TensorView& t, std::int64_t row) {
-  auto* base = static_cast<char*>(t.data) + row * t.strides[0] * static_cast<std::int64_t>(t.element_size());
-  return TensorView::matrix(base, t.dtype, 1, t.shape[1], t.strides[0]);
-}
-
-reference::Matrix sampled(const TensorView& t, const std::vector<std::int64_t>& rows) {
-  reference::Matrix m(static_cast<std::int64_t>(rows.size()), t.shape[1]);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto v = download(row_view(t, rows[i]));
-    std::copy(v.begin(), v.end(), m.data.begin() + static_cast<std::ptrdiff_t>(i) * t.shape[1]);
-  }
-  return m;
-}
-
 std::vector<double> sampled_stats(const TensorView& t, const std::vector<std::int64_t>& rows) {
   const auto all = download(t);
   std::vector<double> v;
   for (const std::int64_t r : rows) v.push_back(all[static_cast<std::size_t>(r)]);
   return v;
-}
-
-Check check_dx(const RowBackwardState& s, std::string what) {
-  Check c;
-  c.bound = tolerance(s.o.dtype);
-  c.nonfinite = count_nonfinite(s.dx);
-  const auto got = sampled(s.dx, s.rows);
-  double d = 0, r = 0;
-  for (std::size_t e = 0; e < got.data.size(); ++e) {
-    if (!std::isfinite(got.data[e])) continue;  // counted in nonfinite already
-    d += (got.data[e] - s.expected.data[e]) * (got.data[e] - s.expected.data[e]);
-    r += s.expected.data[e] * s.expected.data[e];
-  }
-  c.rel_err = std::sqrt(d / std::max(r, std::numeric_limits<double>::min()));
-  c.passed = c.nonfinite == 0 && c.rel_err <= c.bound;
-  c.what = std::move(what);
-  return c;
 }
 
 }  // namespace
@@ -98,7 +67,7 @@ LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
   fill_uniform(s->x, seed, -2.0f, 2.0f);
   fill_uniform(s->dy, seed + 1, -1.0f, 1.0f);
   s->rows = rows_to_check(m, o.scope, seed);
-  const auto hdy = sampled(s->dy, s->rows);
+  const auto hdy = sampled_rows(s->dy, s->rows);
 
   LadderRun ladder;
   ladder.ladder = std::string(row_backward_op_name(o.op));
@@ -112,7 +81,7 @@ LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
                                ? "dx of every row vs CPU double reference"
                                : fmt::format("dx of {} sampled rows vs CPU double reference (seed {})", s->rows.size(),
                                              seed);
-  auto check = [s, what] { return check_dx(*s, what); };
+  auto check = [s, what] { return check_rows(s->dx, s->rows, s->expected, s->o.dtype, what); };
   auto poison_all = [s](cudaStream_t st) {
     poison(s->dx, st);
     if (s->dw.data()) poison(s->dw, st);
@@ -122,7 +91,7 @@ LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
   if (o.op == RowBackwardOp::Softmax) {
     s->y = DeviceTensor(dt, {m, n});
     softmax_forward({s->x, s->y});
-    s->expected = reference::softmax_backward(hdy, sampled(s->y, s->rows));
+    s->expected = reference::softmax_backward(hdy, sampled_rows(s->y, s->rows));
     ladder.rungs.push_back(Rung{"fused", "one kernel: y and dy rows in registers, one reduction Σ dy·y",
                                 [s](cudaStream_t st) { softmax_backward({s->y, s->dy, s->dx}, st); }, poison_all,
                                 check, elements, esz * 3 * elements});
@@ -151,7 +120,7 @@ LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
     f.eps = kEps;
     norm_forward(f);
   }
-  s->expected = reference::norm_backward(kind, hdy, sampled(s->x, s->rows), download(s->w),
+  s->expected = reference::norm_backward(kind, hdy, sampled_rows(s->x, s->rows), download(s->w),
                                          ln ? sampled_stats(s->mean, s->rows) : std::vector<double>{},
                                          sampled_stats(s->rstd, s->rows))
                     .dx;

@@ -103,7 +103,9 @@ void check_chain(DType dt, const EpilogueSpec& chain, const Shape& s, std::uint6
   const auto want = reference::apply_epilogue(chain, to_matrix(x.view), in);
   const double bound = quantized ? kE4m3Tolerance : bench::tolerance(dt);
   EXPECT_LE(rel_l2(download(y.view), want.out.data), bound);
-  if (chain.uses(EpilogueOp::StoreAux)) EXPECT_LE(rel_l2(download(aux), want.aux.data), bench::tolerance(dt));
+  if (chain.uses(EpilogueOp::StoreAux)) {
+    EXPECT_LE(rel_l2(download(aux), want.aux.data), bench::tolerance(dt));
+  }
   if (quantized) {
     const double got = download(amax)[0];
     EXPECT_NEAR(got, want.amax, 1e-5 * want.amax);

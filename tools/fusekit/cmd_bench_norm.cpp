@@ -1,54 +1,26 @@
-// fusekit bench rmsnorm|layernorm|add_rmsnorm|softmax: the fused row ops against their eager
-// one-kernel-per-op chains, at one shape or over the row-length sweep (512 … 262144 at ~128 M
-// elements).
-#include <fmt/format.h>
-
+// fusekit bench rmsnorm|layernorm|add_rmsnorm|softmax|bias_gelu_residual: the fused row ops
+// against their eager one-kernel-per-op chains, at one shape or over the row-length sweep.
 #include "bench/norm.hpp"
-#include "fusekit/runtime.hpp"
 #include "tools/fusekit/commands.hpp"
+#include "tools/fusekit/row_bench.hpp"
 
 namespace fusekit::tools {
 
 namespace {
-struct RowOpArgs {
-  std::int64_t rows = bench::RowOpOptions{}.rows;
-  std::int64_t cols = bench::RowOpOptions{}.cols;
-  std::string dtype = "bf16";
-  bool sweep = false;
-  CommonBenchOptions common;
-};
+// m×n tensors each op reads or writes once.
+int tensors_moved(bench::RowOp op) {
+  switch (op) {
+    case bench::RowOp::AddRmsNorm: return 4;         // x, r in; h, y out
+    case bench::RowOp::BiasGeluResidual: return 3;   // x, r in; y out
+    default: return 2;                               // x in; y out
+  }
+}
 
 void add_row_op(CLI::App& bench, Commands& commands, bench::RowOp op, const std::string& help) {
-  auto args = std::make_shared<RowOpArgs>();
-  auto* sub = bench.add_subcommand(std::string(bench::row_op_name(op)), help);
-  sub->add_option("--rows", args->rows, "rows")->capture_default_str();
-  sub->add_option("--cols", args->cols, "row length")->capture_default_str();
-  sub->add_option("--dtype", args->dtype, "bf16, f16 or f32")->capture_default_str();
-  sub->add_flag("--sweep", args->sweep, "row lengths 512 … 262144, rows = 2^27 / length (ignores --rows, --cols)");
-  add_common_bench_options(sub, args->common);
-  commands.push_back({sub, [args, op] {
-    const DType dtype = parse_dtype(args->dtype, "--dtype");
-    std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
-    if (args->sweep) {
-      for (const std::int64_t n : bench::sweep_row_lengths()) shapes.emplace_back(bench::kSweepElements / n, n);
-    } else {
-      shapes.emplace_back(args->rows, args->cols);
-    }
-    for (const auto& [m, n] : shapes)
-      fmt::print("{} {}x{} {}: {:.1f} MB minimum traffic\n", bench::row_op_name(op), m, n, dtype_name(dtype),
-                 2.0 * static_cast<double>(m * n) * static_cast<double>(dtype_size(dtype)) / 1e6);
-    if (device_count() == 0) return no_device(fmt::format("bench {}", bench::row_op_name(op)));
-    return run_ladders(
-        [&] {
-          std::vector<bench::LadderRun> ladders;
-          for (const auto& [m, n] : shapes)
-            ladders.push_back(bench::make_row_op_ladder(
-                {op, m, n, dtype, args->common.check ? bench::CheckScope::AllRows : bench::CheckScope::SampledRows,
-                 args->common.seed}));
-          return ladders;
-        },
-        args->common);
-  }});
+  add_row_bench(bench, commands, std::string(bench::row_op_name(op)), help, tensors_moved(op),
+                [op](std::int64_t m, std::int64_t n, DType dtype, bench::CheckScope scope, std::uint64_t seed) {
+                  return bench::make_row_op_ladder({op, m, n, dtype, scope, seed});
+                });
 }
 }  // namespace
 
