@@ -235,6 +235,7 @@ std::string_view row_op_name(RowOp op) {
     case RowOp::LayerNorm: return "layernorm";
     case RowOp::AddRmsNorm: return "add_rmsnorm";
     case RowOp::Softmax: return "softmax";
+    case RowOp::BiasGeluResidual: return "bias_gelu_residual";
   }
   return "?";
 }
@@ -245,6 +246,7 @@ std::string_view row_op_maths(RowOp op) {
     case RowOp::LayerNorm: return "Y = (X − mean)·rstd·w + b, rstd = 1/√(var(X) + ε)";
     case RowOp::AddRmsNorm: return "H = X + R; Y = H·rstd·w, rstd = 1/√(mean(H²) + ε)";
     case RowOp::Softmax: return "Y = exp(X − max X) / Σ exp(X − max X)";
+    case RowOp::BiasGeluResidual: return "Y = gelu(X + b) + R";
   }
   return "?";
 }
@@ -306,6 +308,13 @@ Ladder row_ladder(RowOp op, std::int64_t rows, std::int64_t cols, DType dtype) {
           {"exp_normalize", 0, kExpNormalizeFlopsPerElement * elements, {"S", "max", "sum"},
            {"Y"}}};
       fused = {"softmax_forward", 0, 0, {"X"}, {"Y"}};
+      break;
+    case RowOp::BiasGeluResidual:
+      ladder.tensors = {matrix("X"), column("b"), matrix("R"), matrix("T"), matrix("Y")};
+      unfused = {{"add_bias", 0, kBiasFlopsPerElement * elements, {"X", "b"}, {"T"}},
+                 {"gelu", 0, kGeluFlopsPerElement * elements, {"T"}, {"T"}},
+                 {"add", 0, kResidualFlopsPerElement * elements, {"T", "R"}, {"Y"}}};
+      fused = {"pointwise_chain", 0, 0, {"X", "b", "R"}, {"Y"}};
       break;
   }
   // NOTE: the fused kernel does the chain's arithmetic (softmax's too: scaled logits, max,

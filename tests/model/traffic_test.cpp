@@ -305,6 +305,22 @@ TEST(RowLadder, SoftmaxBf16) {
   EXPECT_DOUBLE_EQ(fused.traffic.flops(), unfused.traffic.flops());
 }
 
+TEST(RowLadder, BiasGeluResidualBf16) {
+  const auto [unfused, fused] = row_rungs(RowOp::BiasGeluResidual);
+  // Fused: X, b and R read once, Y written once.
+  EXPECT_EQ(kernel_names(fused), std::vector<std::string>{"pointwise_chain"});
+  EXPECT_EQ(fused.traffic.bytes_read, 2 * kRowMatrix + kRowVector);
+  EXPECT_EQ(fused.traffic.bytes_written, kRowMatrix);
+  EXPECT_TRUE(fused.intermediates.empty());
+
+  EXPECT_EQ(kernel_names(unfused), (std::vector<std::string>{"add_bias", "gelu", "add"}));
+  ASSERT_EQ(unfused.intermediates.size(), 1u);
+  expect_crossings(unfused.intermediates[0], "T", kRowMatrix, 2, 2);  // written by add_bias and gelu
+  // T written twice and read twice.
+  EXPECT_EQ(unfused.traffic.bytes() - fused.traffic.bytes(), 4 * kRowMatrix);
+  EXPECT_DOUBLE_EQ(fused.traffic.flops(), unfused.traffic.flops());
+}
+
 // What `fusekit verify` matches on: the bench's rung names, and no kernel named like a rung.
 TEST(RowLadder, RungsAreTheBenchs) {
   for (const RowOp op : kRowOps) {

@@ -39,7 +39,9 @@ TEST(CounterConfig, Ga100HasHmmaButNoGmma) {
 TEST(CounterConfig, EveryRequiredMetricIsKept) {
   const CounterConfig config = counter_config("GH100");
   for (const Metric& m : kMetrics) {
-    if (!m.optional) EXPECT_TRUE(has(config, m.name)) << m.name;
+    if (!m.optional) {
+      EXPECT_TRUE(has(config, m.name)) << m.name;
+    }
   }
 }
 

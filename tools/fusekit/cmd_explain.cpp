@@ -3,7 +3,7 @@
 //   fusekit explain linear    [--m --n --k] [--dtype]              default: the seeds' 4096³ f16
 //   fusekit explain attention [--batch --heads --seq --seq-k --head-dim --causal] [--dtype]
 //                                                                  default: one head at seq 8192
-//   fusekit explain rmsnorm|layernorm|add_rmsnorm|softmax [--rows --cols] [--dtype]
+//   fusekit explain rmsnorm|layernorm|add_rmsnorm|softmax|bias_gelu_residual [--rows --cols] [--dtype]
 //                                                       default: the bench's 32768×4096 bf16
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,6 +1,6 @@
 // fusekit verify <ladder>: the seeds' "confirm it actually fused", from hardware counters.
 //   fusekit verify linear [--m --n --k] [--dtype] [--json FILE] [--svg FILE] [--flush ...]
-//   fusekit verify rmsnorm|layernorm|add_rmsnorm|softmax [--rows --cols] [--dtype] [--json ...]
+//   fusekit verify rmsnorm|layernorm|add_rmsnorm|softmax|bias_gelu_residual [--rows --cols] [--dtype] [--json ...]
 // Each rung is validated first (outputs poisoned, run, checked against the CPU reference), then
 // run under the CUPTI Range Profiler with L2 swept before every kernel; the measured kernels are
 // set against the traffic model and judged: tensor cores used, DRAM traffic dropped by the
@@ -72,8 +72,9 @@ bench::RowOp bench_row_op(model::RowOp op) {
     case model::RowOp::LayerNorm: return bench::RowOp::LayerNorm;
     case model::RowOp::AddRmsNorm: return bench::RowOp::AddRmsNorm;
     case model::RowOp::Softmax: return bench::RowOp::Softmax;
+    case model::RowOp::BiasGeluResidual: return bench::RowOp::BiasGeluResidual;
   }
-  throw_invalid("row op", "rmsnorm, layernorm, add_rmsnorm or softmax", model::row_op_name(op));
+  throw_invalid("row op", "rmsnorm, layernorm, add_rmsnorm, softmax or bias_gelu_residual", model::row_op_name(op));
 }
 
 void write_file(const std::string& path, const std::string& text, std::string_view option) {

@@ -97,10 +97,12 @@ Ladder attention_ladder(const AttentionShape& shape, Mask mask, DType dtype);
 //               fused add_norm_forward X R w → H Y rstd
 //   softmax     scale_mask X → S; row_max S → max; row_exp_sum S max → sum;
 //               exp_normalize S max sum → Y;  fused softmax_forward X → Y
-enum class RowOp : std::uint8_t { RmsNorm, LayerNorm, AddRmsNorm, Softmax };
-inline constexpr RowOp kRowOps[] = {RowOp::RmsNorm, RowOp::LayerNorm, RowOp::AddRmsNorm,
-                                    RowOp::Softmax};
-std::string_view row_op_name(RowOp op);   // "rmsnorm", "layernorm", "add_rmsnorm", "softmax"
+//   bias_gelu_residual  add_bias X b → T; gelu T → T; add T R → Y;
+//               fused pointwise_chain X b R → Y
+enum class RowOp : std::uint8_t { RmsNorm, LayerNorm, AddRmsNorm, Softmax, BiasGeluResidual };
+inline constexpr RowOp kRowOps[] = {RowOp::RmsNorm, RowOp::LayerNorm, RowOp::AddRmsNorm, RowOp::Softmax,
+                                    RowOp::BiasGeluResidual};
+std::string_view row_op_name(RowOp op);   // "rmsnorm", "layernorm", "add_rmsnorm", "softmax", …
 std::string_view row_op_maths(RowOp op);  // "Y = X·rstd·w, rstd = 1/√(mean(X²) + ε)"
 // Throws std::invalid_argument for rows or cols ≤ 0 or a dtype other than f32, f16 or bf16.
 Ladder row_ladder(RowOp op, std::int64_t rows, std::int64_t cols, DType dtype);
