@@ -1,0 +1,87 @@
+#pragma once
+// The Hopper (sm_90a) attention forward kernel, FlashAttention-3 style:
+//   O = softmax(mask(softcap(scale·Q·Kᵀ)))·V,  LSE = log Σ_j exp(mask(softcap(scale·Q·Kᵀ)))
+// Three warpgroups per CTA: a producer that issues TMA loads (registers cut to
+// kProducerRegisters by setmaxnreg) and two consumers of 64 query rows each that run the wgmma
+// GEMMs and the softmax (registers raised to kConsumerRegisters). The roles live in their own
+// files: sm90_tile_shape (tiles, layouts, register split), sm90_mainloop (load and mma),
+// sm90_softmax, sm90_mask, sm90_named_barriers (pingpong), sm90_tile_scheduler, sm90_epilogue.
+// Design and plan: docs/hopper_attention.md.
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "fusekit/device/attention/sequence_view.cuh"
+#include "fusekit/device/attention/sm90_epilogue.cuh"
+#include "fusekit/device/attention/sm90_mainloop.cuh"
+#include "fusekit/device/attention/sm90_softmax.cuh"
+#include "fusekit/device/attention/sm90_tile_scheduler.cuh"
+#include "fusekit/device/attention/sm90_tile_shape.cuh"
+
+namespace fusekit::device::attention::sm90 {
+
+using namespace cute;
+
+template <class T, int kHeadDim>
+inline constexpr std::size_t kSmemBytes = sizeof(Sm90SharedStorage<T, kHeadDim>);
+
+// NOTE: __launch_bounds__(kThreads, 1) gives the register cap at entry (65536 / 384 → 168) that
+// setmaxnreg needs to take effect; each role is one branch of a single if/else.
+template <class T, int kHeadDim>
+__global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const __grid_constant__ Sm90ForwardParams<T, kHeadDim> p) {
+  using Tile = Sm90ForwardShape<T, kHeadDim>;
+  using Mainloop = Sm90Mainloop<T, kHeadDim>;
+  using Storage = Sm90SharedStorage<T, kHeadDim>;
+  using Pipeline = typename Tile::Pipeline;
+  using PipelineState = typename Pipeline::PipelineState;
+  extern __shared__ __align__(Storage::kSwizzleAlignment) unsigned char smem[];
+  Storage& storage = *reinterpret_cast<Storage*>(smem);
+
+  const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
+  const bool issuer = threadIdx.x == 0;  // the producer thread that issues every TMA copy
+  if (issuer) {
+    prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    cutlass::arch::ClusterBarrier::init(&storage.q_full, 1);
+  }
+  typename Pipeline::Params pipeline_params;
+  pipeline_params.transaction_bytes = Tile::kTileBytesKV;
+  pipeline_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pipeline_params.is_leader = issuer;
+  pipeline_params.num_consumers = kConsumers * kWarpgroupThreads;
+  // Warp 0 initialises each pipeline's barriers (and fences the init).
+  Pipeline pipeline_k(storage.pipeline_k, pipeline_params, Shape<_1, _1, _1>{});
+  Pipeline pipeline_v(storage.pipeline_v, pipeline_params, Shape<_1, _1, _1>{});
+  __syncthreads();  // every barrier is initialised before anyone waits on it
+
+  const WorkTile work = LongestFirstScheduler::first();
+  const SequenceView seq = sequence_view(p.base, work.batch);
+  const int m0 = work.m_block * kBlockM;
+  const KeyTiles tiles = key_tiles(seq, m0, min(m0 + kBlockM, seq.seqlen_q) - 1, Tile::kBlockN);
+
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
+    // NOTE: with no visible key nothing is loaded: a copy nobody waits for could still be
+    // writing shared memory when the CTA exits.
+    if (issuer && tiles.count() > 0) {
+      PipelineState state = cutlass::make_producer_start_state<Pipeline>();
+      Mainloop::load(p, storage, pipeline_k, pipeline_v, state, work, tiles);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
+    const int consumer = warpgroup - 1;
+    const int thread = static_cast<int>(threadIdx.x) - kWarpgroupThreads;
+    Tensor o = partition_fragment_C(typename Tile::TiledMmaPV{}, Shape<typename Tile::BlockM, typename Tile::HeadDim>{});
+    clear(o);
+    OnlineSoftmax<2> softmax;
+    if (tiles.count() > 0) {
+      PipelineState k_state, v_state;
+      Mainloop::mma(p, storage, pipeline_k, pipeline_v, k_state, v_state, seq, m0, tiles, consumer, thread, o, softmax);
+    }
+    Sm90Epilogue<T, kHeadDim>::store(p.base, seq, work, m0, thread, o, softmax);
+  }
+}
+
+}  // namespace fusekit::device::attention::sm90
