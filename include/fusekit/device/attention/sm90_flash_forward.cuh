@@ -52,8 +52,8 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
   pipeline_params.is_leader = issuer;
   pipeline_params.num_consumers = kConsumers * kWarpgroupThreads;
   // Warp 0 initialises each pipeline's barriers (and fences the init).
-  Pipeline pipeline_k(storage.pipeline_k, pipeline_params, Shape<_1, _1, _1>{});
-  Pipeline pipeline_v(storage.pipeline_v, pipeline_params, Shape<_1, _1, _1>{});
+  Pipeline pipeline_k(storage.pipeline_k, pipeline_params, ClusterShape{});
+  Pipeline pipeline_v(storage.pipeline_v, pipeline_params, ClusterShape{});
   __syncthreads();  // every barrier is initialised before anyone waits on it
 
   const WorkTile work = LongestFirstScheduler::first();

@@ -22,7 +22,7 @@ __host__ __device__ constexpr auto accumulator_rows(Layout layout) {
 }
 
 template <class Tensor>
-__device__ __forceinline__ auto rows_view(Tensor&& t) {
+__host__ __device__ __forceinline__ auto rows_view(Tensor&& t) {
   return make_tensor(t.data(), accumulator_rows(t.layout()));
 }
 

@@ -7,9 +7,11 @@
 //   D = 128, kBlockN = 128: 64 + 32 + 64 = 160 of 240. 128 query rows per warpgroup would need
 //            S and O twice over (320): too many, so each warpgroup owns 64 rows and the CTA 128.
 //   D = 256, kBlockN =  64: 32 + 16 + 128 = 176 of 240; shared memory, not registers, bounds
-//            kBlockN: Q 64 KB + 2 stages × (K + V) 2 × 32 KB = 192 KB of 227 KB (80 keys: 224 KB).
-// Shared memory at D = 128: Q 32 KB + 2 stages × (K + V) 2 × 32 KB = 160 KB (kBlockN = 176,
-// FlashAttention-3's non-causal choice, would take 208 KB: the next tuning step).
+//            kBlockN: Q 64 KB + 2 stages × (K + V) 2 × 32 KB = 192 KB of 227 KB. 80 keys would
+//            take 224 KB and spilled 4 bytes (ptxas, 2026-11-29).
+// Shared memory at D = 128: Q 32 KB + 2 stages × (K + V) 2 × 32 KB = 160 KB. kBlockN = 176,
+// FlashAttention-3's non-causal choice, takes 208 KB and compiled without spills: the first
+// tuning step once this version is measured (docs/hopper_attention.md).
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
@@ -32,8 +34,12 @@ inline constexpr int kStages = 2;         // K and V shared-memory stages
 // issues TMA from one thread; the consumers hold S, P and O (see the arithmetic above).
 inline constexpr int kProducerRegisters = 24;
 inline constexpr int kConsumerRegisters = 240;
-static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536,
+inline constexpr int kRegisterFile = 64 * 1024;  // 32-bit registers per SM
+static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumers * kConsumerRegisters) <= kRegisterFile,
               "register split exceeds the register file");
+// No thread-block clusters: each CTA loads its own K and V (multicast across a cluster is a
+// later experiment).
+using ClusterShape = Shape<_1, _1, _1>;
 
 template <int kHeadDim> struct Sm90TileN;
 template <> struct Sm90TileN<64> { static constexpr int kBlockN = 128; };
