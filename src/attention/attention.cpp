@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -163,6 +164,9 @@ Checked check_arguments(const AttentionForwardArgs& a) {
 std::string sm90_feature_blocker(const AttentionForwardArgs& a, const Checked& c) {
   if (c.varlen) return "variable lengths are not in the Hopper kernel yet (they need per-sequence TMA coordinates)";
   if (c.seqlen_k == 0) return "no keys (a TMA descriptor needs every extent >= 1)";
+  const std::int64_t query_tiles =
+      (c.seqlen_q + dev::kSm90BlockM - 1) / dev::kSm90BlockM * c.q.heads * c.sequences;
+  if (query_tiles > std::numeric_limits<int>::max()) return "more than 2^31 - 1 query tiles (the tile ids are int)";
   for (const auto& [arg, t] : {std::pair<std::string_view, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}})
     for (int d = 0; d < t->rank; ++d) {
       if (t->shape[d] <= 1) continue;  // the launch gives a dimension of extent 1 a legal stride

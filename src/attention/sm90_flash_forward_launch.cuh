@@ -1,10 +1,13 @@
 #pragma once
 // Definition of sm90::launch_flash_forward, included by one sm90_*.cu file per head dim.
+#include <algorithm>
+
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 
 #include "fusekit/device/attention/sm90_flash_forward.cuh"
 #include "fusekit/error.hpp"
+#include "fusekit/runtime.hpp"
 #include "sm90_flash_forward_launch.hpp"
 
 namespace fusekit::attention::sm90 {
@@ -46,7 +49,11 @@ void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, c
     return true;
   }();
   (void)configured;
-  const dim3 grid((base.seqlen_q + dev::sm90::kBlockM - 1) / dev::sm90::kBlockM, base.heads_q, extents.batch);
+  // Persistent grid: one CTA per SM (one 384-thread CTA fits an SM), or fewer when the tiles are
+  // fewer. NOTE: a grid of scheduler.tiles() CTAs runs one tile per CTA with the same kernel.
+  const dev::sm90::LongestFirstScheduler scheduler{(base.seqlen_q + dev::sm90::kBlockM - 1) / dev::sm90::kBlockM,
+                                                   base.heads_q, extents.batch};
+  const int grid = std::min(scheduler.tiles(), current_device_info().sm_count);
   kernel<<<grid, dev::sm90::kThreads, kSmem, stream>>>(p);
   check_launch("sm90_flash_forward_kernel");
 }

@@ -15,8 +15,9 @@ struct TensorExtents {
   int heads_kv = 0;
 };
 
-// Builds the TMA descriptors of q, k and v and launches the kernel for `kHeadDim` over a grid of
-// query tiles × heads_q × batch. Fixed lengths only; strides of q, k and v in 16-byte multiples.
+// Builds the TMA descriptors of q, k and v and launches the persistent kernel for `kHeadDim` (at
+// most one CTA per SM over the query tiles × heads_q × batch). Fixed lengths only; strides of q,
+// k and v in 16-byte multiples; fewer than 2^31 query tiles.
 template <int kHeadDim>
 void launch_flash_forward(const device::attention::FlashForwardParams& params, const TensorExtents& extents,
                           DType dtype, cudaStream_t stream);

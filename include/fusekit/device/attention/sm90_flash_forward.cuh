@@ -26,6 +26,7 @@ using namespace cute;
 template <class T, int kHeadDim>
 inline constexpr std::size_t kSmemBytes = sizeof(Sm90SharedStorage<T, kHeadDim>);
 
+// Persistent: each CTA runs the query tiles LongestFirstScheduler gives it (sm90_tile_scheduler).
 // NOTE: __launch_bounds__(kThreads, 1) gives the register cap at entry (65536 / 384 → 168) that
 // setmaxnreg needs to take effect; each role is one branch of a single if/else.
 template <class T, int kHeadDim>
@@ -45,42 +46,68 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
     cutlass::arch::ClusterBarrier::init(&storage.q_full, 1);
+    cutlass::arch::ClusterBarrier::init(&storage.q_empty, kConsumers * kWarpgroupThreads);
   }
   typename Pipeline::Params pipeline_params;
   pipeline_params.transaction_bytes = Tile::kTileBytesKV;
   pipeline_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pipeline_params.is_leader = issuer;
   pipeline_params.num_consumers = kConsumers * kWarpgroupThreads;
-  // Warp 0 initialises each pipeline's barriers (and fences the init).
+  // Warp 0 initialises each pipeline's barriers and fences every barrier init (q_full and
+  // q_empty included: thread 0 is in warp 0).
   Pipeline pipeline_k(storage.pipeline_k, pipeline_params, ClusterShape{});
   Pipeline pipeline_v(storage.pipeline_v, pipeline_params, ClusterShape{});
   __syncthreads();  // every barrier is initialised before anyone waits on it
 
-  const WorkTile work = LongestFirstScheduler::first();
-  const SequenceView seq = sequence_view(p.base, work.batch);
-  const int m0 = work.m_block * kBlockM;
-  const KeyTiles tiles = key_tiles(seq, m0, min(m0 + kBlockM, seq.seqlen_q) - 1, Tile::kBlockN);
+  const LongestFirstScheduler scheduler{(p.base.seqlen_q + kBlockM - 1) / kBlockM, p.base.heads_q, p.batch};
+  // Both roles walk the same tiles; a tile without visible keys loads nothing and stores O = 0.
+  auto tile_geometry = [&](int tile, WorkTile& work, SequenceView& seq, int& m0) {
+    work = scheduler.at(tile);
+    seq = sequence_view(p.base, work.batch);
+    m0 = work.m_block * kBlockM;
+    return key_tiles(seq, m0, min(m0 + kBlockM, seq.seqlen_q) - 1, Tile::kBlockN);
+  };
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
-    // NOTE: with no visible key nothing is loaded: a copy nobody waits for could still be
-    // writing shared memory when the CTA exits.
-    if (issuer && tiles.count() > 0) {
+    if (issuer) {
       PipelineState state = cutlass::make_producer_start_state<Pipeline>();
-      Mainloop::load(p, storage, pipeline_k, pipeline_v, state, work, tiles);
+      int q_loads = 0;
+      for (int tile = scheduler.first(); tile < scheduler.tiles(); tile = scheduler.next(tile)) {
+        WorkTile work;
+        SequenceView seq;
+        int m0 = 0;
+        const KeyTiles tiles = tile_geometry(tile, work, seq, m0);
+        if (tiles.count() == 0) continue;
+        Mainloop::load(p, storage, pipeline_k, pipeline_v, state, work, tiles, q_loads);
+        ++q_loads;
+      }
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
-    const int consumer = warpgroup - 1;
+    const Pingpong pingpong(warpgroup - 1);
     const int thread = static_cast<int>(threadIdx.x) - kWarpgroupThreads;
-    Tensor o = partition_fragment_C(typename Tile::TiledMmaPV{}, Shape<typename Tile::BlockM, typename Tile::HeadDim>{});
-    clear(o);
-    OnlineSoftmax<2> softmax;
-    if (tiles.count() > 0) {
-      PipelineState k_state, v_state;
-      Mainloop::mma(p, storage, pipeline_k, pipeline_v, k_state, v_state, seq, m0, tiles, consumer, thread, o, softmax);
+    PipelineState k_state, v_state;
+    int q_loads = 0;
+    pingpong.start();
+    for (int tile = scheduler.first(); tile < scheduler.tiles(); tile = scheduler.next(tile)) {
+      WorkTile work;
+      SequenceView seq;
+      int m0 = 0;
+      const KeyTiles tiles = tile_geometry(tile, work, seq, m0);
+      Tensor o = partition_fragment_C(typename Tile::TiledMmaPV{}, Shape<typename Tile::BlockM, typename Tile::HeadDim>{});
+      clear(o);
+      OnlineSoftmax<2> softmax;
+      if (tiles.count() > 0) {
+        Mainloop::mma(p, storage, pipeline_k, pipeline_v, k_state, v_state, seq, m0, tiles, q_loads, pingpong, thread,
+                      o, softmax);
+        ++q_loads;
+      }
+      // NOTE: O leaves from registers, so this warpgroup's epilogue overlaps the other's GEMMs
+      // and the producer's loads of the next tile.
+      Sm90Epilogue<T, kHeadDim>::store(p.base, seq, work, m0, thread, o, softmax);
     }
-    Sm90Epilogue<T, kHeadDim>::store(p.base, seq, work, m0, thread, o, softmax);
+    pingpong.finish();
   }
 }
 

@@ -2,9 +2,11 @@
 // The mainloop of the Hopper attention forward kernel: the producer's TMA loads and the
 // consumers' wgmma GEMMs with the online softmax between them.
 //
-// Producer (one elected thread): Q once per query tile onto its own mbarrier, then K_j and V_j
-// for every key tile j through two kStages-deep pipelines (full barrier: TMA bytes landed;
-// empty barrier: all 256 consumer threads released the stage).
+// Producer (one thread): Q once per query tile onto its own mbarrier (q_full; before the next
+// tile's Q it waits on q_empty, which all 256 consumer threads arrive on once their last S = Q·Kᵀ
+// of the tile has completed), then K_j and V_j for every key tile j through two kStages-deep
+// pipelines (full barrier: TMA bytes landed; empty barrier: all 256 consumer threads released
+// the stage). The pipelines' states carry on from one query tile to the next.
 //
 // Consumers (two warpgroups of 64 query rows each, pingponging; sm90_named_barriers.cuh), per
 // key tile j, overlapping the softmax of tile j with the P·V GEMM of tile j − 1 in the same
@@ -61,8 +63,12 @@ struct Sm90SharedStorage {
   array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> k;
   array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> v;
   typename Tile::Pipeline::SharedStorage pipeline_k, pipeline_v;
-  cutlass::arch::ClusterTransactionBarrier::ValueType q_full;
+  cutlass::arch::ClusterTransactionBarrier::ValueType q_full;  // Q landed (one arrival + bytes)
+  cutlass::arch::ClusterBarrier::ValueType q_empty;            // consumers done reading Q
 };
+
+// Phase parity of the q_full / q_empty barriers for the CTA's q_loads-th Q tile (from 0).
+__device__ __forceinline__ std::uint32_t q_phase(int q_loads) { return static_cast<std::uint32_t>(q_loads) & 1u; }
 
 enum class Accumulate : std::uint8_t { Overwrite, Add };
 
@@ -116,10 +122,10 @@ struct Sm90Mainloop {
   using HeadDim = typename Tile::HeadDim;
   static constexpr int kBlockN = Tile::kBlockN;
 
-  // The producer's loads for one query tile: Q, then K_j and V_j for j in `tiles`. Run by one
-  // thread; `state` carries over from tile to tile.
+  // The producer's loads for one query tile, the CTA's q_loads-th with key tiles: Q, then K_j and
+  // V_j for j in `tiles`. Run by one thread; `state` carries over from tile to tile.
   __device__ static void load(Params const& p, Storage& storage, Pipeline& pipeline_k, Pipeline& pipeline_v,
-                              PipelineState& state, const WorkTile& work, KeyTiles tiles) {
+                              PipelineState& state, const WorkTile& work, KeyTiles tiles, int q_loads) {
     const int kv_head = work.head / p.base.group;
     Tensor m_q = p.tma_q.get_tma_tensor(make_shape(p.base.seqlen_q, kHeadDim, p.base.heads_q, p.batch));
     Tensor m_k = p.tma_k.get_tma_tensor(make_shape(p.base.seqlen_k, kHeadDim, p.heads_kv, p.batch));
@@ -142,6 +148,7 @@ struct Sm90Mainloop {
 
     // NOTE: rows past seqlen_q or seqlen_k are zero-filled by TMA and still count in the
     // transaction bytes, so every barrier expects whole tiles.
+    if (q_loads > 0) cutlass::arch::ClusterBarrier::wait(&storage.q_empty, q_phase(q_loads - 1));
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Tile::kTileBytesQ);
     copy(p.tma_q.with(storage.q_full), t_gq, t_sq);
     for (int n = tiles.begin; n < tiles.end; ++n) {
@@ -153,12 +160,14 @@ struct Sm90Mainloop {
     }
   }
 
-  // A consumer warpgroup's work on one query tile: after it, `o` holds the unnormalised
-  // Σ_j P_j·V_j and `softmax` the row statistics. `thread` counts the 256 consumer threads.
+  // A consumer warpgroup's work on one query tile, the CTA's q_loads-th with key tiles: after it,
+  // `o` holds the unnormalised Σ_j P_j·V_j and `softmax` the row statistics. `thread` counts the
+  // 256 consumer threads.
   template <class FragO>
   __device__ static void mma(Params const& p, Storage& storage, Pipeline& pipeline_k, Pipeline& pipeline_v,
                              PipelineState& k_state, PipelineState& v_state, const SequenceView& seq, int m0,
-                             KeyTiles tiles, int consumer, int thread, FragO& o, OnlineSoftmax<2>& softmax) {
+                             KeyTiles tiles, int q_loads, const Pingpong& pingpong, int thread, FragO& o,
+                             OnlineSoftmax<2>& softmax) {
     typename Tile::TiledMmaQK mma_qk;
     typename Tile::TiledMmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(thread);
@@ -174,8 +183,7 @@ struct Sm90Mainloop {
     Tensor scores = rows_view(t_rs);
     Tensor coords = rows_view(thr_qk.partition_C(make_identity_tensor(Shape<BlockM, BlockN>{})));
     Tensor out = rows_view(o);
-    const int first_row = m0 + consumer * kWgmmaRows, last_row = first_row + kWgmmaRows - 1;
-    const Pingpong pingpong(consumer);
+    const int first_row = m0 + pingpong.consumer() * kWgmmaRows, last_row = first_row + kWgmmaRows - 1;
     float alpha[2];
 
     auto softmax_of_tile = [&](int n) {
@@ -183,8 +191,7 @@ struct Sm90Mainloop {
       softmax.update(scores, p.base.scale_log2, alpha);
     };
 
-    pingpong.start();
-    cutlass::arch::ClusterBarrier::wait(&storage.q_full, 0);
+    cutlass::arch::ClusterBarrier::wait(&storage.q_full, q_phase(q_loads));
     // Tile 0: S only.
     pipeline_k.consumer_wait(k_state);
     pingpong.wait_turn();
@@ -214,11 +221,13 @@ struct Sm90Mainloop {
       round_probabilities(t_rs, t_rp);
     }
 
+    // Every S = Q·Kᵀ of this tile has completed: the producer may load the next tile's Q.
+    cutlass::arch::ClusterBarrier::arrive(&storage.q_empty);
     // The last tile's P·V.
     pipeline_v.consumer_wait(v_state);
     pingpong.wait_turn();
     issue_gemm<Accumulate::Add>(mma_pv, t_rp, t_rv(_, _, _, v_state.index()), o);
-    pingpong.pass_last_turn();
+    pingpong.pass_turn();
     warpgroup_wait<0>();
     pipeline_v.consumer_release(v_state);
     ++v_state;

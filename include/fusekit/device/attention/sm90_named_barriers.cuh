@@ -7,10 +7,11 @@
 // GEMMs occupy the tensor cores. Each bar.sync completes when the 128 threads waiting and the 128
 // threads of the other warpgroup arriving have all reached it (256 in all).
 //
-// Balance (every arrival is consumed, none is left over at exit): a warpgroup with n key tiles
-// issues n + 1 batches (S of tile 0; S of tile j with P·V of tile j − 1; P·V of the last tile).
-// Warpgroup 1 arrives once up front so that warpgroup 0 goes first, and skips its hand-over after
-// its last batch: barrier 0 then sees 1 + n arrivals for n + 1 syncs, barrier 1 sees n + 1 for n + 1.
+// Balance (every arrival is consumed, none is left over at exit): both warpgroups issue the same
+// N batches over the CTA's life (per query tile with n key tiles: S of tile 0; S of tile j with
+// P·V of tile j − 1; P·V of the last tile) and hand over after each. Warpgroup 1 arrives once up
+// front so that warpgroup 0 goes first, and warpgroup 0 syncs once more at the end: barrier 0
+// sees 1 + N arrivals for N + 1 syncs, barrier 1 sees N arrivals for N syncs (N = 0 included).
 #include <cutlass/arch/barrier.h>
 
 #include "fusekit/device/attention/sm90_tile_shape.cuh"
@@ -25,6 +26,7 @@ inline constexpr unsigned kPingpongThreads = 2 * kWarpgroupThreads;
 class Pingpong {
  public:
   __device__ explicit Pingpong(int consumer) : consumer_(consumer) {}
+  __device__ int consumer() const { return consumer_; }
 
   // Warpgroup 1 lets warpgroup 0 issue first.
   __device__ void start() const {
@@ -32,10 +34,9 @@ class Pingpong {
   }
   __device__ void wait_turn() const { cutlass::arch::NamedBarrier::sync(kPingpongThreads, turn_of(consumer_)); }
   __device__ void pass_turn() const { cutlass::arch::NamedBarrier::arrive(kPingpongThreads, turn_of(1 - consumer_)); }
-  // After the last batch: warpgroup 0 still hands over (warpgroup 1 waits for it), warpgroup 1
-  // does not (warpgroup 0 has nothing left to issue).
-  __device__ void pass_last_turn() const {
-    if (consumer_ == 0) pass_turn();
+  // After the CTA's last batch: warpgroup 0 takes the turn that warpgroup 1 handed over last.
+  __device__ void finish() const {
+    if (consumer_ == 0) wait_turn();
   }
 
  private:

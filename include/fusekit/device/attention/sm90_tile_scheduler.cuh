@@ -1,11 +1,13 @@
 #pragma once
-// Which query tile a CTA of the Hopper attention forward kernel works on, and which key tiles
-// that query tile needs.
+// Which query tiles a CTA of the Hopper attention forward kernel works on, and which key tiles
+// each query tile needs.
 //
-// First version: one CTA per (query tile, query head, sequence), longest first: under a causal
-// mask the last query tiles see the most keys, so they start in the first wave and the short
-// ones fill the tail. The persistent scheduler (docs/hopper_attention.md, step 3) keeps this
-// interface: `first()` and `next()` over the same tiles, one CTA per SM.
+// Persistent and static: the launch gives min(tiles, SMs) CTAs (one per SM: the register split
+// admits one 384-thread CTA), and CTA c takes tiles c, c + gridDim.x, c + 2·gridDim.x, …. Tile
+// ids run over query tiles from the last to the first (longest first: under a causal mask the
+// last query tiles see the most keys, so the short ones fill the tail), with the query heads
+// fastest (the heads of one GQA group read the same K and V while it is in L2), then sequences.
+// A grid of one CTA per tile runs the same code with one tile per CTA.
 #include "fusekit/device/attention/sequence_view.cuh"
 
 namespace fusekit::device::attention::sm90 {
@@ -28,13 +30,18 @@ __device__ __forceinline__ KeyTiles key_tiles(const SequenceView& seq, int first
   return t;
 }
 
-// Grid: (query tiles, query heads, sequences).
 struct LongestFirstScheduler {
-  __device__ static WorkTile first() {
+  int m_blocks = 0, heads = 0, batches = 0;
+
+  __host__ __device__ int tiles() const { return m_blocks * heads * batches; }
+  __device__ int first() const { return static_cast<int>(blockIdx.x); }
+  __device__ int next(int tile) const { return tile + static_cast<int>(gridDim.x); }
+  __device__ WorkTile at(int tile) const {
+    const int per_block = heads * batches;
     WorkTile w;
-    w.m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
-    w.head = static_cast<int>(blockIdx.y);
-    w.batch = static_cast<int>(blockIdx.z);
+    w.m_block = m_blocks - 1 - tile / per_block;
+    w.head = tile % per_block % heads;
+    w.batch = tile % per_block / heads;
     return w;
   }
 };

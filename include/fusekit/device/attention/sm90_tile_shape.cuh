@@ -19,6 +19,8 @@
 
 #include <cstdint>
 
+#include "fusekit/device/attention/attention_params.hpp"
+
 namespace fusekit::device::attention::sm90 {
 
 using namespace cute;
@@ -28,7 +30,8 @@ inline constexpr int kWgmmaRows = 64;     // rows of one warpgroup's wgmma tile
 inline constexpr int kConsumers = 2;      // consumer warpgroups, pingponging
 inline constexpr int kWarpgroups = 1 + kConsumers;  // + the producer
 inline constexpr int kThreads = kWarpgroups * kWarpgroupThreads;
-inline constexpr int kBlockM = kConsumers * kWgmmaRows;  // query rows per CTA
+inline constexpr int kBlockM = kConsumers * kWgmmaRows;  // query rows per CTA tile
+static_assert(kBlockM == kSm90BlockM, "the host counts tiles with kSm90BlockM");
 inline constexpr int kStages = 2;         // K and V shared-memory stages
 // setmaxnreg: 128 × (24 + 2 × 240) = 64512 of the SM's 65536 registers. The producer only
 // issues TMA from one thread; the consumers hold S, P and O (see the arithmetic above).
