@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "fusekit/buffer.hpp"
 #include "fusekit/error.hpp"
@@ -127,6 +128,33 @@ double attention_flops(std::int64_t batch, std::int64_t heads, std::int64_t seql
   return causal == Causal::Yes ? full / 2 : full;
 }
 
+namespace {
+
+AttentionForwardArgs forward_args(const AttentionState& s, AttentionBackend backend) {
+  AttentionForwardArgs a;
+  a.q = s.q;
+  a.k = s.k;
+  a.v = s.v;
+  a.o = s.out;
+  a.lse = s.lse;
+  a.causal = s.o.causal;
+  a.backend = backend;
+  return a;
+}
+
+// Why the Hopper kernel cannot run this case, or "" when it can.
+std::string sm90_blocker(const AttentionState& s) {
+  try {
+    plan_attention_forward(forward_args(s, AttentionBackend::Sm90));
+    return "";
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Unsupported) throw;
+    return e.what();
+  }
+}
+
+}  // namespace
+
 LadderRun make_attention_ladder(const AttentionBenchOptions& o) {
   require(o.seqlen > 0 && kAttentionTokens % o.seqlen == 0, "seqlen", "a divisor of 16384", o.seqlen);
   require(o.head_dim > 0 && kAttentionModelWidth % o.head_dim == 0, "head dim", "a divisor of 2048", o.head_dim);
@@ -167,17 +195,18 @@ LadderRun make_attention_ladder(const AttentionBenchOptions& o) {
                               [s](cudaStream_t st) { run_unfused(*s, st); }, poison_all,
                               [s, what] { return check_rows(*s, what); }, flops, bytes});
   ladder.rungs.push_back(Rung{"portable", "one kernel: FlashAttention-2 split on mma.sync, scores stay on chip",
-                              [s](cudaStream_t st) {
-                                AttentionForwardArgs a;
-                                a.q = s->q;
-                                a.k = s->k;
-                                a.v = s->v;
-                                a.o = s->out;
-                                a.lse = s->lse;
-                                a.causal = s->o.causal;
-                                attention_forward(a, st);
-                              },
+                              [s](cudaStream_t st) { attention_forward(forward_args(*s, AttentionBackend::Portable), st); },
                               poison_all, [s, what] { return check_rows(*s, what); }, flops, bytes});
+  // NOTE: the Hopper rung exists only where the Hopper kernel can run (an sm_90 GPU); elsewhere
+  // the ladder says why it is missing.
+  const std::string hopper_blocker = sm90_blocker(*s);
+  if (hopper_blocker.empty()) {
+    ladder.rungs.push_back(Rung{"hopper", "one kernel: TMA + wgmma, producer and two pingpong consumer warpgroups",
+                                [s](cudaStream_t st) { attention_forward(forward_args(*s, AttentionBackend::Sm90), st); },
+                                poison_all, [s, what] { return check_rows(*s, what); }, flops, bytes});
+  } else {
+    fmt::print("attention {}: no hopper rung: {}\n", ladder.shape, hopper_blocker);
+  }
   return ladder;
 }
 

@@ -3,7 +3,8 @@
 // B·S = 16384 tokens and model width 2048 (H = 2048 / D heads), BSHD tensors.
 // Rungs: unfused (per head, batched over sequences: cuBLASLt S = Q·Kᵀ, softmax_forward in place,
 // cuBLASLt O = P·V; the seeds' "write them out, read them back", B·S² scores of one head at a time)
-// and portable (fusekit::attention_forward, the FlashAttention-2 split on mma.sync).
+// portable (fusekit::attention_forward, the FlashAttention-2 split on mma.sync) and hopper (the
+// sm_90 kernel: TMA, wgmma, warp-specialized pingpong; only on an sm_90 GPU).
 // flops = 4·B·H·S²·D, halved when causal; min_bytes: Q, K, V read once, O written once.
 #include <cstdint>
 #include <vector>

@@ -9,9 +9,13 @@
 // base and strides; any other strides, so BSHD and BHSD storage both work):
 //   fixed lengths:     q, o [B, Sq, Hq, D]     k, v [B, Sk, Hkv, D]    lse f32 [B, Hq, Sq]
 //   variable lengths:  q, o [total_q, Hq, D]   k, v [total_k, Hkv, D]  lse f32 [Hq, total_q]
-// Runs on sm_80 and newer (the portable mma.sync kernel).
+// Two kernels (AttentionBackend): the portable mma.sync kernel (sm_80 and newer, every feature)
+// and the Hopper kernel (sm_90: TMA, wgmma, warp-specialized; fixed lengths only for now; see
+// docs/hopper_attention.md). plan_attention_forward says which one runs and why.
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include <cuda_runtime_api.h>
 
@@ -32,6 +36,13 @@ struct VarlenBatch {
   std::int64_t max_seqlen_q = 0;  // at least every query length (sizes the grid)
 };
 
+enum class AttentionBackend : std::uint8_t {
+  Auto,      // the Hopper kernel on sm_90 when it covers the arguments, else the portable one
+  Portable,  // mma.sync, FlashAttention-2 work split: sm_80 and newer, every feature
+  Sm90,      // TMA + wgmma, producer and two pingpong consumer warpgroups: sm_90, fixed lengths
+};
+std::string_view attention_backend_name(AttentionBackend b);
+
 struct AttentionForwardArgs {
   TensorView q, k, v;
   TensorView o;
@@ -41,9 +52,21 @@ struct AttentionForwardArgs {
   Window window;                // sliding window in keys around the diagonal; unbounded by default
   std::optional<float> softcap; // cap > 0; default none
   std::optional<VarlenBatch> varlen;
+  AttentionBackend backend = AttentionBackend::Auto;  // requested kernel
 };
 
-// Checks every argument (InvalidArgument naming it, or Unsupported) before any launch.
-void attention_forward(const AttentionForwardArgs& args, cudaStream_t stream = nullptr);
+struct AttentionReport {
+  AttentionBackend backend = AttentionBackend::Auto;  // the kernel that runs
+  std::string reason;                                 // why this one
+};
+
+// Checks every argument, then says which kernel attention_forward would run and why (no
+// launch). A requested backend that cannot run the arguments is ErrorKind::Unsupported, naming
+// the reason.
+AttentionReport plan_attention_forward(const AttentionForwardArgs& args);
+
+// Checks every argument (InvalidArgument naming it, or Unsupported) before any launch, then runs
+// the planned kernel.
+AttentionReport attention_forward(const AttentionForwardArgs& args, cudaStream_t stream = nullptr);
 
 }  // namespace fusekit

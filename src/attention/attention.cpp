@@ -1,16 +1,18 @@
-// fusekit::attention_forward: argument checks (all before any launch), then the kernel parameters
-// and the launch of the portable kernel for the head dim.
+// fusekit::attention_forward: argument checks (all before any launch), the choice of kernel
+// (portable or Hopper) with its reason, then the kernel parameters and the launch for the head dim.
 #include "fusekit/attention.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <string_view>
 
 #include "fusekit/error.hpp"
 #include "fusekit/runtime.hpp"
 #include "flash_forward_launch.hpp"
+#include "sm90_flash_forward_launch.hpp"
 
 namespace fusekit {
 
@@ -22,6 +24,8 @@ constexpr int kMinMajor = 8;                        // mma.sync m16n8k16 with bf
 constexpr std::size_t kVectorBytes = 16;            // cp.async and the O stores move 16 bytes
 constexpr std::int64_t kMaxSeqlen = dev::kNoLimit - 1;  // keeps diag ± window in an int
 constexpr std::int64_t kMaxGridYZ = 65535;          // heads and sequences are grid dimensions
+constexpr int kHopperMajor = 9, kHopperMinor = 0;   // sm_90a machine code runs on 9.0 only
+constexpr std::int64_t kTmaMaxStrideBytes = std::int64_t{1} << 40;  // cuTensorMapEncodeTiled's bound
 
 std::string join(std::string_view a, std::string_view b) { return std::string(a).append(b); }
 
@@ -56,8 +60,14 @@ TokenShape check_tokens(std::string_view arg, const TensorView& t, bool varlen) 
 // stride, each dimension steps past the extent of the ones inside it.
 void check_no_overlap(std::string_view arg, const TensorView& t) {
   std::array<int, kMaxRank> dims{};
-  for (int d = 0; d < t.rank; ++d) dims[static_cast<std::size_t>(d)] = d;
-  std::sort(dims.begin(), dims.begin() + t.rank, [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  // NOTE: an insertion sort of the (at most kMaxRank) dimensions: std::sort over part of the
+  // array, inlined into a constant-propagated copy, trips GCC 12's -Warray-bounds.
+  for (int d = 0; d < t.rank; ++d) {
+    int i = d;
+    for (; i > 0 && t.strides[dims[static_cast<std::size_t>(i - 1)]] > t.strides[d]; --i)
+      dims[static_cast<std::size_t>(i)] = dims[static_cast<std::size_t>(i - 1)];
+    dims[static_cast<std::size_t>(i)] = d;
+  }
   std::int64_t extent = 1;
   for (int i = 0; i < t.rank; ++i) {
     const int d = dims[static_cast<std::size_t>(i)];
@@ -79,10 +89,19 @@ void check_window_side(std::string_view arg, std::int64_t side) {
 
 int window_side(std::int64_t side) { return side == kUnboundedWindow ? dev::kNoLimit : static_cast<int>(side); }
 
-}  // namespace
+// What the argument checks learn, for the kernel choice and the parameters.
+struct Checked {
+  TokenShape q, k;
+  bool varlen = false;
+  std::int64_t sequences = 0, seqlen_q = 0, seqlen_k = 0;
+  float scale = 0.0f;
+};
 
-void attention_forward(const AttentionForwardArgs& a, cudaStream_t stream) {
-  const bool varlen = a.varlen.has_value();
+// Every check that needs no device: InvalidArgument naming the argument, or Unsupported.
+Checked check_arguments(const AttentionForwardArgs& a) {
+  Checked c;
+  c.varlen = a.varlen.has_value();
+  const bool varlen = c.varlen;
   const TokenShape q = check_tokens("q", a.q, varlen);
   const TokenShape k = check_tokens("k", a.k, varlen);
   check_tokens("v", a.v, varlen);
@@ -101,14 +120,19 @@ void attention_forward(const AttentionForwardArgs& a, cudaStream_t stream) {
   if (!supported_dim)
     throw Error(ErrorKind::Unsupported, "q head_dim: expected 64, 128 or 256, got " + std::to_string(q.head_dim));
 
-  const float scale = a.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.head_dim)));
-  require(std::isfinite(scale) && scale > 0.0f, "scale", "finite and > 0", scale);
+  c.scale = a.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.head_dim)));
+  require(std::isfinite(c.scale) && c.scale > 0.0f, "scale", "finite and > 0", c.scale);
   if (a.softcap) require(std::isfinite(*a.softcap) && *a.softcap > 0.0f, "softcap", "finite and > 0", *a.softcap);
   require(a.causal == Causal::No || a.causal == Causal::Yes, "causal", "No or Yes", static_cast<int>(a.causal));
   check_window_side("window.left", a.window.left);
   check_window_side("window.right", a.window.right);
+  require(a.backend == AttentionBackend::Auto || a.backend == AttentionBackend::Portable ||
+              a.backend == AttentionBackend::Sm90,
+          "backend", "Auto, Portable or Sm90", static_cast<int>(a.backend));
 
-  std::int64_t sequences = q.batch, seqlen_q = q.seqlen, seqlen_k = k.seqlen;
+  c.sequences = q.batch;
+  c.seqlen_q = q.seqlen;
+  c.seqlen_k = k.seqlen;
   if (varlen) {
     const VarlenBatch& b = *a.varlen;
     require(b.cu_seqlens_q != nullptr, "varlen.cu_seqlens_q", "a device pointer", "null");
@@ -116,10 +140,10 @@ void attention_forward(const AttentionForwardArgs& a, cudaStream_t stream) {
     require(b.sequences >= 0, "varlen.sequences", ">= 0", b.sequences);
     require(b.max_seqlen_q >= 0 && b.max_seqlen_q <= q.seqlen, "varlen.max_seqlen_q",
             "0 … total_q = " + std::to_string(q.seqlen), b.max_seqlen_q);
-    sequences = b.sequences;
-    seqlen_q = b.max_seqlen_q;
+    c.sequences = b.sequences;
+    c.seqlen_q = b.max_seqlen_q;
   }
-  require(sequences <= kMaxGridYZ, varlen ? "varlen.sequences" : "q batch", "at most 65535", sequences);
+  require(c.sequences <= kMaxGridYZ, varlen ? "varlen.sequences" : "q batch", "at most 65535", c.sequences);
   require(q.heads <= kMaxGridYZ, "q heads", "at most 65535", q.heads);
 
   if (!a.lse.empty()) {
@@ -131,6 +155,85 @@ void attention_forward(const AttentionForwardArgs& a, cudaStream_t stream) {
       check::shape("lse", a.lse, {q.batch, q.heads, q.seqlen});
     }
   }
+  c.q = q;
+  c.k = k;
+  return c;
+}
+
+// Why the Hopper kernel cannot run these (checked) arguments, or "" when it covers them.
+std::string sm90_feature_blocker(const AttentionForwardArgs& a, const Checked& c) {
+  if (c.varlen) return "variable lengths are not in the Hopper kernel yet (they need per-sequence TMA coordinates)";
+  if (c.seqlen_k == 0) return "no keys (a TMA descriptor needs every extent >= 1)";
+  const std::int64_t query_tiles =
+      (c.seqlen_q + dev::kSm90BlockM - 1) / dev::kSm90BlockM * c.q.heads * c.sequences;
+  if (query_tiles > std::numeric_limits<int>::max()) return "more than 2^31 - 1 query tiles (the tile ids are int)";
+  for (const auto& [arg, t] : {std::pair<std::string_view, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}})
+    for (int d = 0; d < t->rank; ++d) {
+      if (t->shape[d] <= 1) continue;  // the launch gives a dimension of extent 1 a legal stride
+      const std::int64_t bytes = t->strides[d] * static_cast<std::int64_t>(t->element_size());
+      if (bytes <= 0 || bytes >= kTmaMaxStrideBytes)
+        return join(arg, " stride[" + std::to_string(d) + "] is not a positive TMA stride below 2^40 bytes");
+    }
+  return "";
+}
+
+std::string sm90_device_blocker() {
+  if (device_count() == 0) return "the Hopper kernel needs an sm_90 GPU (no GPU)";
+  const DeviceInfo& info = current_device_info();
+  if (info.cc_major != kHopperMajor || info.cc_minor != kHopperMinor)
+    return "the Hopper kernel needs an sm_90 GPU, this one is sm_" + std::to_string(info.cc_major * 10 + info.cc_minor);
+  return "";
+}
+
+AttentionReport choose_backend(const AttentionForwardArgs& a, const Checked& c) {
+  switch (a.backend) {
+    case AttentionBackend::Portable: return {AttentionBackend::Portable, "requested"};
+    case AttentionBackend::Sm90: {
+      for (const std::string& why : {sm90_feature_blocker(a, c), sm90_device_blocker()})
+        if (!why.empty()) throw Error(ErrorKind::Unsupported, "attention backend sm90: " + why);
+      return {AttentionBackend::Sm90, "requested"};
+    }
+    case AttentionBackend::Auto: break;
+  }
+  if (const std::string why = sm90_device_blocker(); !why.empty()) return {AttentionBackend::Portable, why};
+  if (const std::string why = sm90_feature_blocker(a, c); !why.empty()) return {AttentionBackend::Portable, why};
+  return {AttentionBackend::Sm90, "sm_90 GPU and the Hopper kernel covers these arguments"};
+}
+
+// A stride TMA accepts for a dimension of extent 1, whose stride never moves an address: past the
+// span of the whole tensor (no overlap with another dimension), in 16-byte multiples.
+std::int64_t tma_stride(const TensorView& t, int d) {
+  if (t.shape[d] > 1) return t.strides[d];
+  constexpr auto kChunk = static_cast<std::int64_t>(kVectorBytes / sizeof(std::uint16_t));  // 16-bit elements
+  std::int64_t span = 1;
+  for (int i = 0; i < t.rank; ++i)
+    if (t.shape[i] > 1) span += t.strides[i] * (t.shape[i] - 1);
+  return (span + kChunk - 1) / kChunk * kChunk;
+}
+
+dev::TokenStrides tma_strides_of(const TensorView& t) {
+  return {tma_stride(t, 0), tma_stride(t, 1), tma_stride(t, 2)};
+}
+
+}  // namespace
+
+std::string_view attention_backend_name(AttentionBackend b) {
+  switch (b) {
+    case AttentionBackend::Auto: return "auto";
+    case AttentionBackend::Portable: return "portable";
+    case AttentionBackend::Sm90: return "sm90";
+  }
+  return "?";
+}
+
+AttentionReport plan_attention_forward(const AttentionForwardArgs& a) { return choose_backend(a, check_arguments(a)); }
+
+AttentionReport attention_forward(const AttentionForwardArgs& a, cudaStream_t stream) {
+  const Checked c = check_arguments(a);
+  const AttentionReport report = choose_backend(a, c);
+  const bool varlen = c.varlen;
+  const TokenShape& q = c.q;
+  const TokenShape& k = c.k;
   for (const auto& [arg, t] : {std::pair<std::string_view, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v},
                                {"o", &a.o}, {"lse", &a.lse}})
     if (!t->empty()) check::on_current_device(arg, *t);
@@ -138,7 +241,7 @@ void attention_forward(const AttentionForwardArgs& a, cudaStream_t stream) {
   if (info.cc_major < kMinMajor)
     throw Error(ErrorKind::Unsupported, "attention_forward needs sm_80 or newer, this GPU is sm_" +
                                             std::to_string(info.cc_major * 10 + info.cc_minor));
-  if (sequences == 0 || seqlen_q == 0) return;
+  if (c.sequences == 0 || c.seqlen_q == 0) return report;
 
   dev::FlashForwardParams p;
   p.q = a.q.data;
@@ -158,23 +261,36 @@ void attention_forward(const AttentionForwardArgs& a, cudaStream_t stream) {
     p.cu_seqlens_q = a.varlen->cu_seqlens_q;
     p.cu_seqlens_k = a.varlen->cu_seqlens_k;
   }
-  p.seqlen_q = static_cast<int>(seqlen_q);
-  p.seqlen_k = static_cast<int>(seqlen_k);
+  p.seqlen_q = static_cast<int>(c.seqlen_q);
+  p.seqlen_k = static_cast<int>(c.seqlen_k);
   p.heads_q = static_cast<int>(q.heads);
   p.group = static_cast<int>(q.heads / k.heads);
   const float log2e = static_cast<float>(M_LOG2E);
-  p.scale_log2 = a.softcap ? *a.softcap * log2e : scale * log2e;
-  p.softcap_scale = a.softcap ? scale / *a.softcap : 0.0f;
+  p.scale_log2 = a.softcap ? *a.softcap * log2e : c.scale * log2e;
+  p.softcap_scale = a.softcap ? c.scale / *a.softcap : 0.0f;
   p.window_left = window_side(a.window.left);
   // NOTE: causal is the window's right side at 0 (a narrower right side cannot be negative).
   p.window_right = a.causal == Causal::Yes ? 0 : window_side(a.window.right);
 
-  const int seqs = static_cast<int>(sequences);
-  switch (q.head_dim) {
-    case dev::kHeadDim64: return attention::launch_flash_forward<dev::kHeadDim64>(p, a.q.dtype, seqs, stream);
-    case dev::kHeadDim128: return attention::launch_flash_forward<dev::kHeadDim128>(p, a.q.dtype, seqs, stream);
-    default: return attention::launch_flash_forward<dev::kHeadDim256>(p, a.q.dtype, seqs, stream);
+  const int seqs = static_cast<int>(c.sequences);
+  if (report.backend == AttentionBackend::Sm90) {
+    p.q_strides = tma_strides_of(a.q);
+    p.k_strides = tma_strides_of(a.k);
+    p.v_strides = tma_strides_of(a.v);
+    const attention::sm90::TensorExtents extents{seqs, static_cast<int>(k.heads)};
+    switch (q.head_dim) {
+      case dev::kHeadDim64: attention::sm90::launch_flash_forward<dev::kHeadDim64>(p, extents, a.q.dtype, stream); break;
+      case dev::kHeadDim128: attention::sm90::launch_flash_forward<dev::kHeadDim128>(p, extents, a.q.dtype, stream); break;
+      default: attention::sm90::launch_flash_forward<dev::kHeadDim256>(p, extents, a.q.dtype, stream); break;
+    }
+    return report;
   }
+  switch (q.head_dim) {
+    case dev::kHeadDim64: attention::launch_flash_forward<dev::kHeadDim64>(p, a.q.dtype, seqs, stream); break;
+    case dev::kHeadDim128: attention::launch_flash_forward<dev::kHeadDim128>(p, a.q.dtype, seqs, stream); break;
+    default: attention::launch_flash_forward<dev::kHeadDim256>(p, a.q.dtype, seqs, stream); break;
+  }
+  return report;
 }
 
 }  // namespace fusekit

@@ -131,5 +131,30 @@ TEST(AttentionArgs, HeadDimWithoutKernelIsUnsupported) {
   }
 }
 
+// A request for the Hopper kernel outside what it covers is Unsupported, naming the reason,
+// before any device access; an unknown backend is an invalid argument.
+TEST(AttentionArgs, Sm90RequestOutsideItsCoverageIsUnsupported) {
+  void* p = testing::fake_pointer();
+  const auto* offsets = static_cast<const std::int32_t*>(p);
+  AttentionForwardArgs a;
+  a.q = a.o = TensorView::contiguous(p, DType::F16, {300, kHq, kD});
+  a.k = a.v = TensorView::contiguous(p, DType::F16, {400, kHkv, kD});
+  a.varlen = VarlenBatch{offsets, offsets, 3, 200};
+  a.backend = AttentionBackend::Sm90;
+  expect_error([&] { plan_attention_forward(a); }, "variable lengths", ErrorKind::Unsupported);
+  a = valid();
+  a.backend = AttentionBackend::Sm90;
+  a.k.strides[1] = -kHkv * kD;  // keys stored last to first: TMA strides are positive
+  a.v = a.k;
+  expect_error([&] { plan_attention_forward(a); }, "k stride[1]", ErrorKind::Unsupported);
+  a = valid();
+  a.backend = AttentionBackend::Portable;
+  const AttentionReport report = plan_attention_forward(a);
+  EXPECT_EQ(report.backend, AttentionBackend::Portable);
+  EXPECT_EQ(report.reason, "requested");
+  a.backend = static_cast<AttentionBackend>(7);
+  expect_error([&] { plan_attention_forward(a); }, "backend");
+}
+
 }  // namespace
 }  // namespace fusekit

@@ -1,5 +1,6 @@
-// fusekit bench attention: the portable fused attention forward at one shape, or over the sweep
-// (S = 512 … 16384, causal and not), each case validated on sampled rows before it is timed.
+// fusekit bench attention: the fused attention forward (portable and, on sm_90, Hopper kernels) at
+// one shape, or over the sweep (S = 512 … 16384, causal and not), each case validated on sampled
+// rows before it is timed.
 #include <fmt/format.h>
 
 #include "bench/attention.hpp"
@@ -21,7 +22,7 @@ struct AttentionBenchArgs {
 
 void add_bench_attention_command(CLI::App& bench, Commands& commands) {
   auto args = std::make_shared<AttentionBenchArgs>();
-  auto* sub = bench.add_subcommand("attention", "O = softmax(Q·Kᵀ/√D)·V, B·S = 16384, H·D = 2048: portable kernel");
+  auto* sub = bench.add_subcommand("attention", "O = softmax(Q·Kᵀ/√D)·V, B·S = 16384, H·D = 2048: portable and Hopper kernels");
   sub->add_option("--seqlen", args->seqlen, "sequence length S (B = 16384 / S)")->capture_default_str();
   sub->add_option("--head-dim", args->head_dims, "head dims D, one or more of 64, 128, 256 (H = 2048 / D)")
       ->capture_default_str();

@@ -12,6 +12,10 @@ inline constexpr int kNoLimit = 1 << 30;
 // The head dims with a kernel instantiation.
 inline constexpr int kHeadDim64 = 64, kHeadDim128 = 128, kHeadDim256 = 256;
 
+// Query rows per tile of the Hopper kernel (two consumer warpgroups × 64 rows,
+// sm90_tile_shape.cuh), which the host needs to count tiles.
+inline constexpr int kSm90BlockM = 128;
+
 // Element strides of a [batch, seqlen, heads, dim] tensor (unit innermost stride). With variable
 // lengths the batch stride is 0 and tokens are counted from the sequence's offset.
 struct TokenStrides {

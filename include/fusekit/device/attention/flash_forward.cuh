@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "fusekit/device/attention/attention_params.hpp"
+#include "fusekit/device/attention/sequence_view.cuh"
 #include "fusekit/device/gemm/mma_sync_gemm.cuh"
 
 namespace fusekit::device::attention {
@@ -153,33 +154,6 @@ struct SwizzledLane {
     return (base ^ (kChunkBytes * low)) + row_offset * kRowBytes + (chunk - low) * kChunkBytes;
   }
 };
-
-// One sequence's token range and the keys a query row may see.
-struct SequenceView {
-  int q_begin = 0, k_begin = 0;  // offsets of the sequence in packed (varlen) tensors (< 2^30 tokens)
-  int seqlen_q = 0, seqlen_k = 0;
-  int window_left = kNoLimit, window_right = kNoLimit;
-
-  __device__ int diag(int row) const { return row + seqlen_k - seqlen_q; }
-  __device__ int first_key(int row) const { return max(0, diag(row) - window_left); }
-  __device__ int last_key(int row) const { return min(seqlen_k - 1, diag(row) + window_right); }
-};
-
-__device__ __forceinline__ SequenceView sequence_view(const FlashForwardParams& p, int batch) {
-  SequenceView s;
-  if (p.cu_seqlens_q != nullptr) {
-    s.q_begin = p.cu_seqlens_q[batch];
-    s.k_begin = p.cu_seqlens_k[batch];
-    s.seqlen_q = p.cu_seqlens_q[batch + 1] - s.q_begin;
-    s.seqlen_k = p.cu_seqlens_k[batch + 1] - s.k_begin;
-  } else {
-    s.seqlen_q = p.seqlen_q;
-    s.seqlen_k = p.seqlen_k;
-  }
-  s.window_left = p.window_left;
-  s.window_right = p.window_right;
-  return s;
-}
 
 template <class T>
 __device__ __forceinline__ const T* token_row(const void* base, const TokenStrides& s, int batch,

@@ -1,0 +1,114 @@
+#pragma once
+// The Hopper (sm_90a) attention forward kernel, FlashAttention-3 style:
+//   O = softmax(mask(softcap(scale·Q·Kᵀ)))·V,  LSE = log Σ_j exp(mask(softcap(scale·Q·Kᵀ)))
+// Three warpgroups per CTA: a producer that issues TMA loads (registers cut to
+// kProducerRegisters by setmaxnreg) and two consumers of 64 query rows each that run the wgmma
+// GEMMs and the softmax (registers raised to kConsumerRegisters). The roles live in their own
+// files: sm90_tile_shape (tiles, layouts, register split), sm90_mainloop (load and mma),
+// sm90_softmax, sm90_mask, sm90_named_barriers (pingpong), sm90_tile_scheduler, sm90_epilogue.
+// Design and plan: docs/hopper_attention.md.
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "fusekit/device/attention/sequence_view.cuh"
+#include "fusekit/device/attention/sm90_epilogue.cuh"
+#include "fusekit/device/attention/sm90_mainloop.cuh"
+#include "fusekit/device/attention/sm90_softmax.cuh"
+#include "fusekit/device/attention/sm90_tile_scheduler.cuh"
+#include "fusekit/device/attention/sm90_tile_shape.cuh"
+
+namespace fusekit::device::attention::sm90 {
+
+using namespace cute;
+
+template <class T, int kHeadDim>
+inline constexpr std::size_t kSmemBytes = sizeof(Sm90SharedStorage<T, kHeadDim>);
+
+// Persistent: each CTA runs the query tiles LongestFirstScheduler gives it (sm90_tile_scheduler).
+// NOTE: __launch_bounds__(kThreads, 1) gives the register cap at entry (65536 / 384 → 168) that
+// setmaxnreg needs to take effect; each role is one branch of a single if/else.
+template <class T, int kHeadDim>
+__global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const __grid_constant__ Sm90ForwardParams<T, kHeadDim> p) {
+  using Tile = Sm90ForwardShape<T, kHeadDim>;
+  using Mainloop = Sm90Mainloop<T, kHeadDim>;
+  using Storage = Sm90SharedStorage<T, kHeadDim>;
+  using Pipeline = typename Tile::Pipeline;
+  using PipelineState = typename Pipeline::PipelineState;
+  extern __shared__ __align__(Storage::kSwizzleAlignment) unsigned char smem[];
+  Storage& storage = *reinterpret_cast<Storage*>(smem);
+
+  const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
+  const bool issuer = threadIdx.x == 0;  // the producer thread that issues every TMA copy
+  if (issuer) {
+    prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    cutlass::arch::ClusterBarrier::init(&storage.q_full, 1);
+    cutlass::arch::ClusterBarrier::init(&storage.q_empty, kConsumers * kWarpgroupThreads);
+  }
+  typename Pipeline::Params pipeline_params;
+  pipeline_params.transaction_bytes = Tile::kTileBytesKV;
+  pipeline_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pipeline_params.is_leader = issuer;
+  pipeline_params.num_consumers = kConsumers * kWarpgroupThreads;
+  // Warp 0 initialises each pipeline's barriers and fences every barrier init (q_full and
+  // q_empty included: thread 0 is in warp 0).
+  Pipeline pipeline_k(storage.pipeline_k, pipeline_params, ClusterShape{});
+  Pipeline pipeline_v(storage.pipeline_v, pipeline_params, ClusterShape{});
+  __syncthreads();  // every barrier is initialised before anyone waits on it
+
+  const LongestFirstScheduler scheduler{(p.base.seqlen_q + kBlockM - 1) / kBlockM, p.base.heads_q, p.batch};
+  // Both roles walk the same tiles; a tile without visible keys loads nothing and stores O = 0.
+  auto tile_geometry = [&](int tile, WorkTile& work, SequenceView& seq, int& m0) {
+    work = scheduler.at(tile);
+    seq = sequence_view(p.base, work.batch);
+    m0 = work.m_block * kBlockM;
+    return key_tiles(seq, m0, min(m0 + kBlockM, seq.seqlen_q) - 1, Tile::kBlockN);
+  };
+
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
+    if (issuer) {
+      PipelineState state = cutlass::make_producer_start_state<Pipeline>();
+      int q_loads = 0;
+      for (int tile = scheduler.first(); tile < scheduler.tiles(); tile = scheduler.next(tile)) {
+        WorkTile work;
+        SequenceView seq;
+        int m0 = 0;
+        const KeyTiles tiles = tile_geometry(tile, work, seq, m0);
+        if (tiles.count() == 0) continue;
+        Mainloop::load(p, storage, pipeline_k, pipeline_v, state, work, tiles, q_loads);
+        ++q_loads;
+      }
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
+    const Pingpong pingpong(warpgroup - 1);
+    const int thread = static_cast<int>(threadIdx.x) - kWarpgroupThreads;
+    PipelineState k_state, v_state;
+    int q_loads = 0;
+    pingpong.start();
+    for (int tile = scheduler.first(); tile < scheduler.tiles(); tile = scheduler.next(tile)) {
+      WorkTile work;
+      SequenceView seq;
+      int m0 = 0;
+      const KeyTiles tiles = tile_geometry(tile, work, seq, m0);
+      Tensor o = partition_fragment_C(typename Tile::TiledMmaPV{}, Shape<typename Tile::BlockM, typename Tile::HeadDim>{});
+      clear(o);
+      OnlineSoftmax<2> softmax;
+      if (tiles.count() > 0) {
+        Mainloop::mma(p, storage, pipeline_k, pipeline_v, k_state, v_state, seq, m0, tiles, q_loads, pingpong, thread,
+                      o, softmax);
+        ++q_loads;
+      }
+      // NOTE: O leaves from registers, so this warpgroup's epilogue overlaps the other's GEMMs
+      // and the producer's loads of the next tile.
+      Sm90Epilogue<T, kHeadDim>::store(p.base, seq, work, m0, thread, o, softmax);
+    }
+    pingpong.finish();
+  }
+}
+
+}  // namespace fusekit::device::attention::sm90

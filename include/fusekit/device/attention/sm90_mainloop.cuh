@@ -1,0 +1,237 @@
+#pragma once
+// The mainloop of the Hopper attention forward kernel: the producer's TMA loads and the
+// consumers' wgmma GEMMs with the online softmax between them.
+//
+// Producer (one thread): Q once per query tile onto its own mbarrier (q_full; before the next
+// tile's Q it waits on q_empty, which all 256 consumer threads arrive on once their last S = Q·Kᵀ
+// of the tile has completed), then K_j and V_j for every key tile j through two kStages-deep
+// pipelines (full barrier: TMA bytes landed; empty barrier: all 256 consumer threads released
+// the stage). The pipelines' states carry on from one query tile to the next.
+//
+// Consumers (two warpgroups of 64 query rows each, pingponging; sm90_named_barriers.cuh), per
+// key tile j, overlapping the softmax of tile j with the P·V GEMM of tile j − 1 in the same
+// warpgroup (FlashAttention-3's intra-warpgroup overlap):
+//   issue S_j = Q·K_jᵀ (SS: both operands from shared memory)
+//   issue O += P_{j−1}·V_{j−1} (RS: P from registers)        ← both in one turn of the pingpong
+//   wait for S_j; release K_j; soft-cap, mask, online softmax of S_j (α_j, P_j unnormalised)
+//   wait for P·V; release V_{j−1}; O ← α_j·O; P_j rounded to 16 bits in registers
+// then a last turn issues O += P_last·V_last. Registers live across a turn: S_j, P_{j−1}, O.
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "fusekit/device/attention/attention_params.hpp"
+#include "fusekit/device/attention/sequence_view.cuh"
+#include "fusekit/device/attention/sm90_mask.cuh"
+#include "fusekit/device/attention/sm90_named_barriers.cuh"
+#include "fusekit/device/attention/sm90_softmax.cuh"
+#include "fusekit/device/attention/sm90_tile_scheduler.cuh"
+#include "fusekit/device/attention/sm90_tile_shape.cuh"
+
+namespace fusekit::device::attention::sm90 {
+
+using namespace cute;
+
+// A [batch, seqlen, heads, dim] tensor as TMA sees it: (token, dim, head, batch), dim contiguous.
+using GmemShape = Shape<int, int, int, int>;
+using GmemLayout = Layout<GmemShape, Stride<std::int64_t, _1, std::int64_t, std::int64_t>>;
+
+template <class T, class SmemLayout>
+using TmaLoad = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                       make_tensor(make_gmem_ptr(static_cast<const T*>(nullptr)), GmemLayout{}),
+                                       SmemLayout{}));
+
+template <class T, int kHeadDim>
+struct Sm90ForwardParams {
+  using Tile = Sm90ForwardShape<T, kHeadDim>;
+  FlashForwardParams base;  // pointers for the epilogue, lengths, mask and softmax scalars
+  TmaLoad<T, typename Tile::SmemLayoutQ> tma_q;
+  TmaLoad<T, typename Tile::SmemLayoutKVStage> tma_k, tma_v;
+  int heads_kv = 0, batch = 0;
+};
+
+template <class T, int kHeadDim>
+struct Sm90SharedStorage {
+  using Tile = Sm90ForwardShape<T, kHeadDim>;
+  // NOTE: 1024-byte alignment: the 128-byte swizzle repeats every 8 rows of 128 bytes, and TMA
+  // and the wgmma descriptors (base offset 0) both assume a tile starts on that period.
+  static constexpr std::size_t kSwizzleAlignment = 1024;
+  array_aligned<T, cosize_v<typename Tile::SmemLayoutQ>, kSwizzleAlignment> q;
+  array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> k;
+  array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> v;
+  typename Tile::Pipeline::SharedStorage pipeline_k, pipeline_v;
+  cutlass::arch::ClusterTransactionBarrier::ValueType q_full;  // Q landed (one arrival + bytes)
+  cutlass::arch::ClusterBarrier::ValueType q_empty;            // consumers done reading Q
+};
+
+// Phase parity of the q_full / q_empty barriers for the CTA's q_loads-th Q tile (from 0).
+__device__ __forceinline__ std::uint32_t q_phase(int q_loads) { return static_cast<std::uint32_t>(q_loads) & 1u; }
+
+enum class Accumulate : std::uint8_t { Overwrite, Add };
+
+// C (=|+=) A·B over the k-blocks of one warpgroup's tile, issued as one wgmma batch (not waited).
+// A is read from registers (RS) or through shared-memory descriptors (SS); registers read by an
+// in-flight wgmma are fenced so that the compiler neither moves nor reuses them early.
+template <Accumulate kAccumulate, class TiledMma, class FragA, class FragB, class FragC>
+__device__ __forceinline__ void issue_gemm(TiledMma& mma, FragA& a, const FragB& b, FragC& c) {
+  constexpr bool kRegisterA = !std::is_same_v<typename FragA::value_type, GMMA::DescriptorIterator::value_type>;
+  if constexpr (kRegisterA) warpgroup_fence_operand(a);
+  warpgroup_fence_operand(c);
+  warpgroup_arrive();
+  mma.accumulate_ = kAccumulate == Accumulate::Overwrite ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+#pragma unroll
+  for (int kb = 0; kb < size<2>(a); ++kb) {
+    cute::gemm(mma, a(_, _, kb), b(_, _, kb), c);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(c);
+  if constexpr (kRegisterA) warpgroup_fence_operand(a);
+}
+
+// P_j = S_j rounded to T: the accumulator order ((2 columns, 2 rows, n8 block), 1, 1) equals the
+// A-operand order ((2 columns, 2 rows, k half), 1, k16 block), so the copy is element by element.
+template <class FragS, class FragP>
+__device__ __forceinline__ void round_probabilities(const FragS& s, FragP& p) {
+  static_assert(decltype(size(s))::value == decltype(size(p))::value, "P has S's elements");
+  using T = typename FragP::value_type;
+  using Pair = cutlass::Array<T, 2>;
+  cutlass::NumericArrayConverter<T, float, 2, cutlass::FloatRoundStyle::round_to_nearest> convert;
+  auto pairs = recast<Pair>(p);
+#pragma unroll
+  for (int i = 0; i < size(pairs); ++i) {
+    cutlass::Array<float, 2> f;
+    f[0] = s(2 * i);
+    f[1] = s(2 * i + 1);
+    pairs(i) = convert(f);
+  }
+}
+
+template <class T, int kHeadDim>
+struct Sm90Mainloop {
+  using Tile = Sm90ForwardShape<T, kHeadDim>;
+  using Params = Sm90ForwardParams<T, kHeadDim>;
+  using Storage = Sm90SharedStorage<T, kHeadDim>;
+  using Pipeline = typename Tile::Pipeline;
+  using PipelineState = typename Pipeline::PipelineState;
+  using BlockM = typename Tile::BlockM;
+  using BlockN = typename Tile::BlockN;
+  using HeadDim = typename Tile::HeadDim;
+  static constexpr int kBlockN = Tile::kBlockN;
+
+  // The producer's loads for one query tile, the CTA's q_loads-th with key tiles: Q, then K_j and
+  // V_j for j in `tiles`. Run by one thread; `state` carries over from tile to tile.
+  __device__ static void load(Params const& p, Storage& storage, Pipeline& pipeline_k, Pipeline& pipeline_v,
+                              PipelineState& state, const WorkTile& work, KeyTiles tiles, int q_loads) {
+    const int kv_head = work.head / p.base.group;
+    Tensor m_q = p.tma_q.get_tma_tensor(make_shape(p.base.seqlen_q, kHeadDim, p.base.heads_q, p.batch));
+    Tensor m_k = p.tma_k.get_tma_tensor(make_shape(p.base.seqlen_k, kHeadDim, p.heads_kv, p.batch));
+    Tensor m_v = p.tma_v.get_tma_tensor(make_shape(p.base.seqlen_k, kHeadDim, p.heads_kv, p.batch));
+    Tensor g_q = local_tile(m_q(_, _, work.head, work.batch), Shape<BlockM, HeadDim>{}, make_coord(work.m_block, 0));
+    Tensor g_k = local_tile(m_k(_, _, kv_head, work.batch), Shape<BlockN, HeadDim>{}, make_coord(_, 0));
+    Tensor g_v = local_tile(m_v(_, _, kv_head, work.batch), Shape<BlockN, HeadDim>{}, make_coord(_, 0));
+    Tensor s_q = make_tensor(make_smem_ptr(storage.q.data()), typename Tile::SmemLayoutQ{});
+    Tensor s_k = make_tensor(make_smem_ptr(storage.k.data()), typename Tile::SmemLayoutKV{});
+    Tensor s_v = make_tensor(make_smem_ptr(storage.v.data()), typename Tile::SmemLayoutKV{});
+    auto cta_q = p.tma_q.get_slice(0);
+    auto cta_k = p.tma_k.get_slice(0);
+    auto cta_v = p.tma_v.get_slice(0);
+    Tensor t_gq = cta_q.partition_S(g_q);  // (TMA, 1, 1)
+    Tensor t_sq = cta_q.partition_D(s_q);
+    Tensor t_gk = cta_k.partition_S(g_k);  // (TMA, 1, 1, key tiles)
+    Tensor t_sk = cta_k.partition_D(s_k);  // (TMA, 1, 1, stages)
+    Tensor t_gv = cta_v.partition_S(g_v);
+    Tensor t_sv = cta_v.partition_D(s_v);
+
+    // NOTE: rows past seqlen_q or seqlen_k are zero-filled by TMA and still count in the
+    // transaction bytes, so every barrier expects whole tiles.
+    if (q_loads > 0) cutlass::arch::ClusterBarrier::wait(&storage.q_empty, q_phase(q_loads - 1));
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Tile::kTileBytesQ);
+    copy(p.tma_q.with(storage.q_full), t_gq, t_sq);
+    for (int n = tiles.begin; n < tiles.end; ++n) {
+      pipeline_k.producer_acquire(state);
+      copy(p.tma_k.with(*pipeline_k.producer_get_barrier(state)), t_gk(_, _, _, n), t_sk(_, _, _, state.index()));
+      pipeline_v.producer_acquire(state);
+      copy(p.tma_v.with(*pipeline_v.producer_get_barrier(state)), t_gv(_, _, _, n), t_sv(_, _, _, state.index()));
+      ++state;
+    }
+  }
+
+  // A consumer warpgroup's work on one query tile, the CTA's q_loads-th with key tiles: after it,
+  // `o` holds the unnormalised Σ_j P_j·V_j and `softmax` the row statistics. `thread` counts the
+  // 256 consumer threads.
+  template <class FragO>
+  __device__ static void mma(Params const& p, Storage& storage, Pipeline& pipeline_k, Pipeline& pipeline_v,
+                             PipelineState& k_state, PipelineState& v_state, const SequenceView& seq, int m0,
+                             KeyTiles tiles, int q_loads, const Pingpong& pingpong, int thread, FragO& o,
+                             OnlineSoftmax<2>& softmax) {
+    typename Tile::TiledMmaQK mma_qk;
+    typename Tile::TiledMmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(thread);
+    auto thr_pv = mma_pv.get_thread_slice(thread);
+    Tensor s_q = make_tensor(make_smem_ptr(storage.q.data()), typename Tile::SmemLayoutQ{});
+    Tensor s_k = make_tensor(make_smem_ptr(storage.k.data()), typename Tile::SmemLayoutKV{});
+    Tensor s_vt = make_tensor(make_smem_ptr(storage.v.data()), typename Tile::SmemLayoutVt{});
+    Tensor t_rq = thr_qk.partition_fragment_A(s_q);   // descriptors (MMA, 1, D/16)
+    Tensor t_rk = thr_qk.partition_fragment_B(s_k);   // descriptors (MMA, 1, D/16, stages)
+    Tensor t_rv = thr_pv.partition_fragment_B(s_vt);  // descriptors (MMA, 1, kBlockN/16, stages)
+    Tensor t_rs = partition_fragment_C(mma_qk, Shape<BlockM, BlockN>{});
+    Tensor t_rp = make_tensor<T>(partition_shape_A(mma_pv, Shape<BlockM, BlockN>{}));
+    Tensor scores = rows_view(t_rs);
+    Tensor coords = rows_view(thr_qk.partition_C(make_identity_tensor(Shape<BlockM, BlockN>{})));
+    Tensor out = rows_view(o);
+    const int first_row = m0 + pingpong.consumer() * kWgmmaRows, last_row = first_row + kWgmmaRows - 1;
+    float alpha[2];
+
+    auto softmax_of_tile = [&](int n) {
+      soft_cap_and_mask(scores, coords, p.base, seq, m0, n * kBlockN, first_row, last_row, kBlockN);
+      softmax.update(scores, p.base.scale_log2, alpha);
+    };
+
+    cutlass::arch::ClusterBarrier::wait(&storage.q_full, q_phase(q_loads));
+    // Tile 0: S only.
+    pipeline_k.consumer_wait(k_state);
+    pingpong.wait_turn();
+    issue_gemm<Accumulate::Overwrite>(mma_qk, t_rq, t_rk(_, _, _, k_state.index()), t_rs);
+    pingpong.pass_turn();
+    warpgroup_wait<0>();
+    pipeline_k.consumer_release(k_state);
+    ++k_state;
+    softmax_of_tile(tiles.begin);
+    round_probabilities(t_rs, t_rp);
+
+    for (int n = tiles.begin + 1; n < tiles.end; ++n) {
+      pipeline_k.consumer_wait(k_state);
+      pipeline_v.consumer_wait(v_state);
+      pingpong.wait_turn();
+      issue_gemm<Accumulate::Overwrite>(mma_qk, t_rq, t_rk(_, _, _, k_state.index()), t_rs);
+      issue_gemm<Accumulate::Add>(mma_pv, t_rp, t_rv(_, _, _, v_state.index()), o);
+      pingpong.pass_turn();
+      warpgroup_wait<1>();  // S_j has landed; P_{j−1}·V_{j−1} may still run
+      pipeline_k.consumer_release(k_state);
+      ++k_state;
+      softmax_of_tile(n);
+      warpgroup_wait<0>();
+      pipeline_v.consumer_release(v_state);
+      ++v_state;
+      OnlineSoftmax<2>::rescale(out, alpha);
+      round_probabilities(t_rs, t_rp);
+    }
+
+    // Every S = Q·Kᵀ of this tile has completed: the producer may load the next tile's Q.
+    cutlass::arch::ClusterBarrier::arrive(&storage.q_empty);
+    // The last tile's P·V.
+    pipeline_v.consumer_wait(v_state);
+    pingpong.wait_turn();
+    issue_gemm<Accumulate::Add>(mma_pv, t_rp, t_rv(_, _, _, v_state.index()), o);
+    pingpong.pass_turn();
+    warpgroup_wait<0>();
+    pipeline_v.consumer_release(v_state);
+    ++v_state;
+  }
+};
+
+}  // namespace fusekit::device::attention::sm90

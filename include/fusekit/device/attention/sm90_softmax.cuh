@@ -1,0 +1,96 @@
+#pragma once
+// Online softmax over a warpgroup's wgmma accumulators, in registers.
+//   m_new = max(m_old, max_j s_j),  α = 2^((m_old − m_new)·c),  p_j = 2^(s_j·c − m_new·c),
+//   ℓ_new = α·ℓ_old + Σ_j p_j,      with c = scale·log2(e) folded into one FFMA per score.
+// The 1/ℓ division and LSE = (m·c + log2 ℓ)·ln 2 come once, at the end (sm90_epilogue.cuh).
+#include <cute/tensor.hpp>
+
+namespace fusekit::device::attention::sm90 {
+
+using namespace cute;
+
+inline constexpr float kMinusInf = -INFINITY;
+inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+// A wgmma accumulator fragment ((2 columns, 2 rows, V n8 blocks), M, N) seen as (rows, columns):
+// ((2 rows, M), (2 columns, V, N)). A thread's rows are 8 apart; the 4 threads of a quad hold the
+// columns of the same rows (the PTX ISA's wgmma D-fragment layout).
+template <class Layout>
+__host__ __device__ constexpr auto accumulator_rows(Layout layout) {
+  const auto v = get<0>(layout);
+  return make_layout(make_layout(get<1>(v), get<1>(layout)), make_layout(get<0>(v), get<2>(v), get<2>(layout)));
+}
+
+template <class Tensor>
+__host__ __device__ __forceinline__ auto rows_view(Tensor&& t) {
+  return make_tensor(t.data(), accumulator_rows(t.layout()));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Max and sum over the 4 threads of a quad, which together hold one row.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kFullMask, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kFullMask, x, 1);
+  return x + __shfl_xor_sync(kFullMask, x, 2);
+}
+
+template <int kRows>
+struct OnlineSoftmax {
+  // Running max of the raw scores (before c) and this thread's part of the running sum (the
+  // quad's sum is taken once, at the end).
+  float row_max[kRows];
+  float row_sum[kRows];
+
+  __device__ OnlineSoftmax() {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = kMinusInf;
+      row_sum[r] = 0.0f;
+    }
+  }
+
+  // Turns the scores `s` (rows view) into unnormalised probabilities in place and returns, per
+  // row, the factor α that rescales what was accumulated before this tile.
+  template <class Scores>
+  __device__ __forceinline__ void update(Scores& s, float scale_log2, float (&alpha)[kRows]) {
+    static_assert(decltype(size<0>(s))::value == kRows, "one statistic per accumulator row");
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float tile_max = row_max[r];
+#pragma unroll
+      for (int c = 0; c < size<1>(s); ++c) tile_max = fmaxf(tile_max, s(r, c));
+      tile_max = quad_max(tile_max);
+      // NOTE: a row that has seen no visible key keeps max −∞; subtracting 0 then gives p = 0
+      // and α = 0 instead of exp2(−∞ + ∞) = NaN.
+      const float max_scaled = tile_max == kMinusInf ? 0.0f : tile_max * scale_log2;
+      alpha[r] = fast_exp2(row_max[r] * scale_log2 - max_scaled);
+      row_max[r] = tile_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < size<1>(s); ++c) {
+        s(r, c) = fast_exp2(fmaf(s(r, c), scale_log2, -max_scaled));
+        sum += s(r, c);
+      }
+      row_sum[r] = row_sum[r] * alpha[r] + sum;
+    }
+  }
+
+  // O ← α·O, row by row (rows view of the O accumulators).
+  template <class Output>
+  __device__ __forceinline__ static void rescale(Output& o, const float (&alpha)[kRows]) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= alpha[r];
+  }
+};
+
+}  // namespace fusekit::device::attention::sm90

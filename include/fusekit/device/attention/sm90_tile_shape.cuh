@@ -1,0 +1,86 @@
+#pragma once
+// Tile sizes, thread roles and shared-memory layouts of the Hopper attention forward kernel, per
+// head dim. Register arithmetic behind the choices (per consumer thread, fp32 unless noted; a
+// warpgroup's 64×N wgmma accumulator is N/2 registers per thread):
+//   S tile 64×kBlockN → kBlockN/2,  P (16-bit, two per register) → kBlockN/4,  O 64×D → D/2.
+//   D =  64, kBlockN = 128: 64 + 32 + 32 = 128 (+ addresses, row statistics) of 240.
+//   D = 128, kBlockN = 128: 64 + 32 + 64 = 160 of 240. 128 query rows per warpgroup would need
+//            S and O twice over (320): too many, so each warpgroup owns 64 rows and the CTA 128.
+//   D = 256, kBlockN =  64: 32 + 16 + 128 = 176 of 240; shared memory, not registers, bounds
+//            kBlockN: Q 64 KB + 2 stages × (K + V) 2 × 32 KB = 192 KB of 227 KB. 80 keys would
+//            take 224 KB and spilled 4 bytes (ptxas, 2026-11-29).
+// Shared memory at D = 128: Q 32 KB + 2 stages × (K + V) 2 × 32 KB = 160 KB. kBlockN = 176,
+// FlashAttention-3's non-causal choice, takes 208 KB and compiled without spills: the first
+// tuning step once this version is measured (docs/hopper_attention.md).
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/gemm/collective/builders/sm90_common.inl>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include <cstdint>
+
+#include "fusekit/device/attention/attention_params.hpp"
+
+namespace fusekit::device::attention::sm90 {
+
+using namespace cute;
+
+inline constexpr int kWarpgroupThreads = 128;
+inline constexpr int kWgmmaRows = 64;     // rows of one warpgroup's wgmma tile
+inline constexpr int kConsumers = 2;      // consumer warpgroups, pingponging
+inline constexpr int kWarpgroups = 1 + kConsumers;  // + the producer
+inline constexpr int kThreads = kWarpgroups * kWarpgroupThreads;
+inline constexpr int kBlockM = kConsumers * kWgmmaRows;  // query rows per CTA tile
+static_assert(kBlockM == kSm90BlockM, "the host counts tiles with kSm90BlockM");
+inline constexpr int kStages = 2;         // K and V shared-memory stages
+// setmaxnreg: 128 × (24 + 2 × 240) = 64512 of the SM's 65536 registers. The producer only
+// issues TMA from one thread; the consumers hold S, P and O (see the arithmetic above).
+inline constexpr int kProducerRegisters = 24;
+inline constexpr int kConsumerRegisters = 240;
+inline constexpr int kRegisterFile = 64 * 1024;  // 32-bit registers per SM
+static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumers * kConsumerRegisters) <= kRegisterFile,
+              "register split exceeds the register file");
+// No thread-block clusters: each CTA loads its own K and V (multicast across a cluster is a
+// later experiment).
+using ClusterShape = Shape<_1, _1, _1>;
+
+template <int kHeadDim> struct Sm90TileN;
+template <> struct Sm90TileN<64> { static constexpr int kBlockN = 128; };
+template <> struct Sm90TileN<128> { static constexpr int kBlockN = 128; };
+template <> struct Sm90TileN<256> { static constexpr int kBlockN = 64; };
+
+// T is cutlass::bfloat16_t or cutlass::half_t.
+template <class T, int kHeadDim>
+struct Sm90ForwardShape {
+  static constexpr int kBlockN = Sm90TileN<kHeadDim>::kBlockN;
+  using BlockM = Int<kBlockM>;
+  using BlockN = Int<kBlockN>;
+  using HeadDim = Int<kHeadDim>;
+  using Stages = Int<kStages>;
+
+  // Q, K and V tiles are stored as TMA writes them: rows of D contiguous elements, 128-byte
+  // swizzled. S = Q·Kᵀ reads Q and K K-major (along D).
+  using SmemAtom = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, T, BlockM, HeadDim>());
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<BlockM, HeadDim>{}));
+  using SmemLayoutKV = decltype(tile_to_shape(SmemAtom{}, Shape<BlockN, HeadDim, Stages>{}));
+  using SmemLayoutKVStage = decltype(tile_to_shape(SmemAtom{}, Shape<BlockN, HeadDim>{}));  // one TMA tile
+  // O += P·V reads V as the B operand of shape (D, keys): the same bytes seen transposed, which is
+  // the MN-major (D contiguous) operand layout wgmma takes for 16-bit types.
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutKV{}, make_layout(Shape<HeadDim, BlockN, Stages>{},
+                                  Stride<BlockN, _1, Int<kBlockN * kHeadDim>>{})));
+
+  // Both consumer warpgroups in one tiled MMA: warpgroup w owns rows [64w, 64w + 64).
+  using AtomLayout = Layout<Shape<Int<kConsumers>, _1, _1>>;
+  using TiledMmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<Int<kWgmmaRows>, BlockN, HeadDim>>(),
+                                             AtomLayout{}));
+  using TiledMmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<Int<kWgmmaRows>, HeadDim, BlockN>, GMMA::Major::K, GMMA::Major::MN>(),
+      AtomLayout{}));
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  static constexpr std::uint32_t kTileBytesQ = kBlockM * kHeadDim * sizeof(T);
+  static constexpr std::uint32_t kTileBytesKV = kBlockN * kHeadDim * sizeof(T);
+};
+
+}  // namespace fusekit::device::attention::sm90

@@ -1,0 +1,7 @@
+// The Hopper attention forward kernel for head dim 256 (bf16 and f16; sm_90a only).
+#include "sm90_flash_forward_launch.cuh"
+
+namespace fusekit::attention::sm90 {
+template void launch_flash_forward<256>(const device::attention::FlashForwardParams&, const TensorExtents&, DType,
+                                      cudaStream_t);
+}  // namespace fusekit::attention::sm90

@@ -1,0 +1,77 @@
+// The Hopper attention forward kernel (AttentionBackend::Sm90) against the double CPU reference,
+// for bf16 and f16 at every head dim, on the fixed-length cases of attention_forward_check.hpp
+// (variable lengths stay on the portable kernel for now). Skips without an sm_90 GPU. Also: what
+// the plan reports on each machine, and the Unsupported errors raised before any launch.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "attention/attention_forward_check.hpp"
+#include "fusekit/attention.hpp"
+#include "fusekit/error.hpp"
+#include "fusekit/runtime.hpp"
+#include "support/gpu.hpp"
+
+namespace fusekit {
+namespace {
+
+constexpr int kHopperMajor = 9, kHopperMinor = 0;
+
+bool on_hopper() {
+  if (device_count() == 0) return false;
+  const DeviceInfo& info = current_device_info();
+  return info.cc_major == kHopperMajor && info.cc_minor == kHopperMinor;
+}
+
+#define FUSEKIT_REQUIRE_SM90()                                                        \
+  do {                                                                                \
+    FUSEKIT_REQUIRE_GPU();                                                            \
+    if (!on_hopper()) GTEST_SKIP() << "needs an sm_90 GPU for the Hopper kernel";     \
+  } while (0)
+
+class Sm90AttentionForwardGpu : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+
+TEST_P(Sm90AttentionForwardGpu, MatchesReference) {
+  FUSEKIT_REQUIRE_SM90();
+  const auto [dt, head_dim] = GetParam();
+  attention_check::check_backend(dt, head_dim, AttentionBackend::Sm90, attention_check::Coverage::FixedLengths);
+}
+
+INSTANTIATE_TEST_SUITE_P(DtypesAndHeadDims, Sm90AttentionForwardGpu,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::Values(64, 128, 256)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_d" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// Auto runs the Hopper kernel on sm_90 for fixed lengths, and the portable kernel for variable
+// lengths, saying why.
+TEST(Sm90AttentionPlan, AutoPicksHopperForFixedLengthsOnly) {
+  FUSEKIT_REQUIRE_SM90();
+  DeviceTensor q(DType::BF16, {1, 256, 2, 128}), k(DType::BF16, {1, 256, 2, 128});
+  AttentionForwardArgs args;
+  args.q = args.o = q;
+  args.k = args.v = k;
+  AttentionReport report = plan_attention_forward(args);
+  EXPECT_EQ(report.backend, AttentionBackend::Sm90) << report.reason;
+
+  DeviceTensor packed_q(DType::BF16, {256, 2, 128}), packed_k(DType::BF16, {256, 2, 128});
+  args.q = args.o = packed_q;
+  args.k = args.v = packed_k;
+  const auto* offsets = static_cast<const std::int32_t*>(packed_q.data());  // never read by the plan
+  args.varlen = VarlenBatch{offsets, offsets, 1, 256};
+  report = plan_attention_forward(args);
+  EXPECT_EQ(report.backend, AttentionBackend::Portable);
+  EXPECT_NE(report.reason.find("variable lengths"), std::string::npos) << report.reason;
+  args.backend = AttentionBackend::Sm90;
+  try {
+    plan_attention_forward(args);
+    ADD_FAILURE() << "Sm90 with variable lengths must be Unsupported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fusekit
