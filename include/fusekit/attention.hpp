@@ -37,7 +37,7 @@ struct VarlenBatch {
 };
 
 enum class AttentionBackend : std::uint8_t {
-  Auto,      // the Hopper kernel on sm_90 when it covers the arguments, else the portable one
+  Auto,      // the portable kernel until the Hopper kernel passes its GPU tests (then: Hopper on sm_90 when it covers the arguments)
   Portable,  // mma.sync, FlashAttention-2 work split: sm_80 and newer, every feature
   Sm90,      // TMA + wgmma, producer and two pingpong consumer warpgroups: sm_90, fixed lengths
 };

@@ -195,9 +195,10 @@ AttentionReport choose_backend(const AttentionForwardArgs& a, const Checked& c) 
     }
     case AttentionBackend::Auto: break;
   }
-  if (const std::string why = sm90_device_blocker(); !why.empty()) return {AttentionBackend::Portable, why};
-  if (const std::string why = sm90_feature_blocker(a, c); !why.empty()) return {AttentionBackend::Portable, why};
-  return {AttentionBackend::Sm90, "sm_90 GPU and the Hopper kernel covers these arguments"};
+  // NOTE: Auto keeps the portable kernel until the Hopper kernel has passed its GPU tests on an
+  // H200 (it was written and compiled in a session without device time; docs/hopper_attention.md).
+  // Requesting AttentionBackend::Sm90 runs it.
+  return {AttentionBackend::Portable, "the Hopper kernel has not passed its GPU tests yet; request Sm90 to run it"};
 }
 
 // A stride TMA accepts for a dimension of extent 1, whose stride never moves an address: past the
