@@ -40,17 +40,6 @@ struct RowOpState {
 
 }  // namespace
 
-std::string_view row_op_name(RowOp op) {
-  switch (op) {
-    case RowOp::RmsNorm: return "rmsnorm";
-    case RowOp::LayerNorm: return "layernorm";
-    case RowOp::AddRmsNorm: return "add_rmsnorm";
-    case RowOp::Softmax: return "softmax";
-    case RowOp::BiasGeluResidual: return "bias_gelu_residual";
-  }
-  return "?";
-}
-
 std::vector<std::int64_t> sweep_row_lengths() {
   std::vector<std::int64_t> lengths;
   for (std::int64_t n = kSweepFirst; n <= kSweepLast; n *= 2) lengths.push_back(n);

@@ -14,12 +14,13 @@
 #include "bench/harness.hpp"
 #include "bench/linear.hpp"
 #include "fusekit/dtype.hpp"
+#include "fusekit/model/traffic.hpp"
 
 namespace fusekit::bench {
 
-enum class RowOp : std::uint8_t { RmsNorm, LayerNorm, AddRmsNorm, Softmax, BiasGeluResidual };
-
-std::string_view row_op_name(RowOp op);
+// The row ops are the traffic model's (one list of names for bench, explain and verify).
+using model::RowOp;
+using model::row_op_name;
 
 struct RowOpOptions {
   RowOp op = RowOp::RmsNorm;

@@ -65,18 +65,6 @@ model::Ladder model_call(Make make) {
   }
 }
 
-// The bench's ladder for a row op of the model: both name the same four ops.
-bench::RowOp bench_row_op(model::RowOp op) {
-  switch (op) {
-    case model::RowOp::RmsNorm: return bench::RowOp::RmsNorm;
-    case model::RowOp::LayerNorm: return bench::RowOp::LayerNorm;
-    case model::RowOp::AddRmsNorm: return bench::RowOp::AddRmsNorm;
-    case model::RowOp::Softmax: return bench::RowOp::Softmax;
-    case model::RowOp::BiasGeluResidual: return bench::RowOp::BiasGeluResidual;
-  }
-  throw_invalid("row op", "rmsnorm, layernorm, add_rmsnorm, softmax or bias_gelu_residual", model::row_op_name(op));
-}
-
 void write_file(const std::string& path, const std::string& text, std::string_view option) {
   std::ofstream out(path);
   require(static_cast<bool>(out), option, "a writable file", path);
@@ -116,7 +104,7 @@ void add_verify_row_op(CLI::App* verify, Commands& commands, model::RowOp op) {
                           return verify_without_device(model_ladder, "verify " + name);
                         }
                         bench::RowOpOptions options;
-                        options.op = bench_row_op(op);
+                        options.op = op;
                         options.rows = args->rows;
                         options.cols = args->cols;
                         options.dtype = dtype;
