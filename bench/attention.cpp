@@ -6,7 +6,6 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 
 #include "fusekit/buffer.hpp"
@@ -158,8 +157,7 @@ std::string sm90_blocker(const AttentionState& s) {
 LadderRun make_attention_ladder(const AttentionBenchOptions& o) {
   require(o.seqlen > 0 && kAttentionTokens % o.seqlen == 0, "seqlen", "a divisor of 16384", o.seqlen);
   require(o.head_dim > 0 && kAttentionModelWidth % o.head_dim == 0, "head dim", "a divisor of 2048", o.head_dim);
-  const std::uint64_t seed =
-      o.seed ? o.seed : std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+  const std::uint64_t seed = seed_or_fresh(o.seed);
   auto s = std::make_shared<AttentionState>();
   s->o = o;
   s->batch = kAttentionTokens / o.seqlen;

@@ -157,6 +157,10 @@ std::vector<std::int64_t> rows_to_check(std::int64_t m, CheckScope scope, std::u
   return rows;
 }
 
+std::uint64_t seed_or_fresh(std::uint64_t seed) {
+  return seed ? seed : std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+}
+
 double tolerance(DType output) {
   // NOTE: bounds on ‖out − ref‖/‖ref‖ a few times the output format's unit roundoff, so a
   // correct kernel passes with margin and an indexing or layout error (O(1) error) cannot.

@@ -99,6 +99,9 @@ enum class CheckScope : std::uint8_t {
 // or 16 drawn from `seed` including the first and the last, sorted.
 std::vector<std::int64_t> rows_to_check(std::int64_t m, CheckScope scope, std::uint64_t seed);
 
+// `seed`, or a fresh 64-bit one drawn from the system when it is 0 (every run new data).
+std::uint64_t seed_or_fresh(std::uint64_t seed);
+
 // Relative-L2 bounds by output dtype for checks against a double reference.
 double tolerance(DType output);
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "fusekit/error.hpp"
 #include "fusekit/fused_gemm.hpp"
@@ -65,7 +64,7 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
   const auto [m, n, k] = o.shape;
   require(m > 0 && n > 0 && k > 0, "shape (m, n, k)", "all positive", fmt::format("{}, {}, {}", m, n, k));
   require(o.dtype == DType::BF16 || o.dtype == DType::F16, "dtype", "bf16 or f16", dtype_name(o.dtype));
-  const std::uint64_t seed = o.seed ? o.seed : std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+  const std::uint64_t seed = seed_or_fresh(o.seed);
 
   auto s = std::make_shared<LinearState>();
   s->shape = o.shape;

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <random>
 
 #include "fusekit/buffer.hpp"
 #include "fusekit/eager_rows.hpp"
@@ -51,8 +50,7 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
   require(m > 0 && n > 0, "shape (rows, cols)", "both positive", fmt::format("{}, {}", m, n));
   require(o.dtype == DType::BF16 || o.dtype == DType::F16 || o.dtype == DType::F32, "dtype", "bf16, f16 or f32",
           dtype_name(o.dtype));
-  const std::uint64_t seed =
-      o.seed ? o.seed : std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+  const std::uint64_t seed = seed_or_fresh(o.seed);
 
   auto s = std::make_shared<RowOpState>();
   s->o = o;
