@@ -24,6 +24,20 @@ auto token_tensor(const void* data, int seqlen, int heads, int batch, const dev:
                      make_layout(make_shape(seqlen, kHeadDim, heads, batch), make_stride(s.token, _1{}, s.head, s.batch)));
 }
 
+// NOTE: the share of L2 a section's K and V may take: they stream through it while other data
+// (Q, O, the other partition's copies) competes for the rest.
+constexpr std::size_t kSectionL2Fraction = 4;
+
+// (batch, head) pairs per scheduler section: whole GQA groups whose K and V (`row_bytes` per
+// key row of each) fit in a quarter of L2, at least one group, at most all pairs.
+inline int section_heads(const dev::FlashForwardParams& base, int batch, const DeviceInfo& device,
+                         std::size_t row_bytes) {
+  const std::size_t kv_head_bytes = std::max<std::size_t>(1, 2 * row_bytes * static_cast<std::size_t>(base.seqlen_k));
+  const std::size_t groups = std::max<std::size_t>(1, device.l2_bytes / kSectionL2Fraction / kv_head_bytes);
+  const std::size_t pairs = static_cast<std::size_t>(base.heads_q) * static_cast<std::size_t>(batch);
+  return static_cast<int>(std::min(groups * static_cast<std::size_t>(base.group), pairs));
+}
+
 template <class T, int kHeadDim>
 void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, cudaStream_t stream) {
   using Tile = dev::sm90::Sm90ForwardShape<T, kHeadDim>;
@@ -51,9 +65,11 @@ void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, c
   (void)configured;
   // Persistent grid: one CTA per SM (one 384-thread CTA fits an SM), or fewer when the tiles are
   // fewer. NOTE: a grid of scheduler.tiles() CTAs runs one tile per CTA with the same kernel.
+  const DeviceInfo& device = current_device_info();
+  p.section_heads = section_heads(base, extents.batch, device, sizeof(T) * kHeadDim);
   const dev::sm90::LongestFirstScheduler scheduler{(base.seqlen_q + dev::sm90::kBlockM - 1) / dev::sm90::kBlockM,
-                                                   base.heads_q, extents.batch};
-  const int grid = std::min(scheduler.tiles(), current_device_info().sm_count);
+                                                   base.heads_q, extents.batch, p.section_heads};
+  const int grid = std::min(scheduler.tiles(), device.sm_count);
   kernel<<<grid, dev::sm90::kThreads, kSmem, stream>>>(p);
   check_launch("sm90_flash_forward_kernel");
 }

@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
   Pipeline pipeline_v(storage.pipeline_v, pipeline_params, ClusterShape{});
   __syncthreads();  // every barrier is initialised before anyone waits on it
 
-  const LongestFirstScheduler scheduler{(p.base.seqlen_q + kBlockM - 1) / kBlockM, p.base.heads_q, p.batch};
+  const LongestFirstScheduler scheduler{(p.base.seqlen_q + kBlockM - 1) / kBlockM, p.base.heads_q, p.batch,
+                                        p.section_heads};
   // Both roles walk the same tiles; a tile without visible keys loads nothing and stores O = 0.
   auto tile_geometry = [&](int tile, WorkTile& work, SequenceView& seq, int& m0) {
     work = scheduler.at(tile);

@@ -51,6 +51,7 @@ struct Sm90ForwardParams {
   TmaLoad<T, typename Tile::SmemLayoutQ> tma_q;
   TmaLoad<T, typename Tile::SmemLayoutKVStage> tma_k, tma_v;
   int heads_kv = 0, batch = 0;
+  int section_heads = 1;  // the tile scheduler's (batch, head) pairs per section
 };
 
 template <class T, int kHeadDim>
