@@ -97,11 +97,12 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   if (job.amax) p.amax = static_cast<float*>(job.amax->data);
   const device::Access access =
       rows::access_for(kChunkElements, shape.n, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
-  rows::with_access(access, [&](auto kAccess) {
-    using Config = rows::ConfigFor<NormConfig<T, Out>, kAccess>;
+  const device::Residence residence = rows::residence_for(access, shape.n, a.x.dtype, device::kSharedNormMinChunks);
+  rows::with_placement(access, residence, [&](auto kAccess, auto kResidence) {
+    using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
     p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
-    rows::launch(device::norm_forward_kernel<T, Out, Config, kAccess>, p.layout, shape.rows, p, stream,
-                 "norm_forward_kernel");
+    rows::launch(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence>, p.layout, shape.rows, p, stream,
+                 "norm_forward_kernel", rows::shared_bytes<kResidence, T, Config>(p.layout));
   });
 }
 

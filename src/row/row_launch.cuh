@@ -13,6 +13,7 @@
 
 #include "fusekit/device/row/row_config.hpp"
 #include "fusekit/device/row/row_tile.cuh"
+#include "fusekit/device/row/shared_row_tile.cuh"
 #include "fusekit/error.hpp"
 #include "fusekit/runtime.hpp"
 #include "fusekit/tensor.hpp"
@@ -115,9 +116,37 @@ void with_access(device::Access access, F&& f) {
   else f(std::integral_constant<device::Access, device::Access::Scalar>{});
 }
 
+// Calls f(std::integral_constant<Residence, residence>{}).
+template <class F>
+void with_residence(device::Residence residence, F&& f) {
+  if (residence == device::Residence::Shared)
+    f(std::integral_constant<device::Residence, device::Residence::Shared>{});
+  else f(std::integral_constant<device::Residence, device::Residence::Registers>{});
+}
+
+// Calls f(access, residence) as constants for the kernels that exist: rows staged in shared
+// memory are read as whole vectors only.
+template <class F>
+void with_placement(device::Access access, device::Residence residence, F&& f) {
+  with_access(access, [&](auto kAccess) {
+    with_residence(residence, [&](auto kResidence) {
+      if constexpr (kAccess() == device::Access::Vector || kResidence() == device::Residence::Registers)
+        f(kAccess, kResidence);
+    });
+  });
+}
+
+// The dynamic shared memory of a kernel's CTA: the staged rows, if any.
+template <device::Residence kResidence, class T, class Config>
+std::size_t shared_bytes(const device::RowLayout& layout) {
+  if constexpr (kResidence == device::Residence::Shared) return device::SharedRowTile<T, Config>::bytes(layout);
+  else return 0;
+}
+
+// The CTAs a cluster may have on this GPU (non-portable sizes included; each config caps its own).
 inline int max_cluster_ctas() {
   const DeviceInfo info = current_device_info();
-  return info.cc_major >= kClusterMinMajor ? device::kMaxClusterCtas : 1;
+  return info.cc_major >= kClusterMinMajor ? device::kMaxNonPortableClusterCtas : 1;
 }
 
 // The layout of rows of `n` elements of `dtype` for kernels of `Config`, or an Unsupported error.
@@ -136,11 +165,27 @@ device::RowLayout plan(std::string_view arg, std::int64_t n, DType dtype) {
   return layout;
 }
 
-// Launches kernel<<<row groups × cluster, layout's CTA>>>(params), as clusters of
+// Where rows of n elements of `dtype` live in a kernel of `access`: shared memory for rows of at
+// least `shared_min_chunks` chunks (vector access only), registers otherwise.
+// NOTE: shared rows hold the longest rows of every config, so a row too long for them is
+// reported with their limit.
+inline device::Residence residence_for(device::Access access, std::int64_t n, DType dtype, int shared_min_chunks) {
+  const std::int64_t chunks = n / (device::kChunkBytes / static_cast<std::int64_t>(dtype_size(dtype)));
+  return access == device::Access::Vector && chunks >= shared_min_chunks ? device::Residence::Shared
+                                                                         : device::Residence::Registers;
+}
+
+// The row config of a kernel family for `access` and `residence`: SharedRows for rows staged in
+// shared memory, ConfigFor<Config, access> otherwise.
+template <class Config, device::Access kAccess, device::Residence kResidence>
+using ResidentConfig =
+    std::conditional_t<kResidence == device::Residence::Shared, device::SharedRows, ConfigFor<Config, kAccess>>;
+
+// Launches kernel<<<row groups × cluster, layout's CTA, shared_bytes>>>(params), as clusters of
 // `layout.cluster` CTAs when a row is split.
 template <class Params>
 void launch(void (*kernel)(Params), const device::RowLayout& layout, std::int64_t rows, const Params& params,
-            cudaStream_t stream, std::string_view name) {
+            cudaStream_t stream, std::string_view name, std::size_t shared_bytes = 0) {
   const std::int64_t row_groups = (rows + layout.rows_per_cta - 1) / layout.rows_per_cta;
   const std::int64_t ctas = row_groups * layout.cluster;
   require(ctas <= INT_MAX, join(name, " rows"), "fewer (the grid would exceed 2^31 - 1 CTAs)", rows);
@@ -148,6 +193,13 @@ void launch(void (*kernel)(Params), const device::RowLayout& layout, std::int64_
   config.gridDim = dim3(static_cast<unsigned>(ctas));
   config.blockDim = dim3(static_cast<unsigned>(layout.block_threads()));
   config.stream = stream;
+  config.dynamicSmemBytes = shared_bytes;
+  if (shared_bytes > 0)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+               join(name, " shared memory"));
+  if (layout.cluster > device::kMaxClusterCtas)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+               join(name, " cluster size"));
   cudaLaunchAttribute attribute{};
   if (layout.cluster > 1) {
     attribute.id = cudaLaunchAttributeClusterDimension;

@@ -2,7 +2,9 @@
 // Shared by the row-kernel GPU tests (norms, softmax, forward and backward): row shapes that take
 // every kind of layout, a padded matrix over its own storage, and whether a kernel family holds
 // a row on this GPU.
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "fusekit/buffer.hpp"
 #include "fusekit/device/row/row_config.hpp"
@@ -19,11 +21,13 @@ struct RowShape {
 // and 16 lanes with many rows per CTA (rows not a multiple of it), a warp, 64 threads (two rows
 // per CTA), 96 threads (three warps), full CTAs, clusters of 2, 4 and 8 CTAs (full and not);
 // odd lengths and padded row strides (aligned and not) take the element-by-element kernels,
-// also clustered (40001).
+// also clustered (40001); long rows of whole chunks (8192 up) are staged in shared memory by the
+// forward kernels, two rows per CTA at 8192 (softmax), in clusters of up to 16 CTAs (262144 f32).
 inline constexpr RowShape kRowShapes[] = {
-    {5, 8, 8},         {67, 128, 128},    {33, 200, 203},    {64, 1024, 1024}, {37, 1000, 1000},
-    {33, 2048, 2048},  {16, 4096, 4104},  {9, 3001, 3001},   {4, 16384, 16384}, {3, 12347, 12350},
-    {3, 40000, 40000}, {2, 40001, 40008}, {2, 65536, 65536}, {2, 131071, 131072}, {2, 262144, 262144}};
+    {5, 8, 8},          {67, 128, 128},     {33, 200, 203},   {64, 1024, 1024},  {37, 1000, 1000},
+    {33, 2048, 2048},   {16, 4096, 4104},   {9, 3001, 3001},  {5, 8192, 8200},   {4, 16384, 16384},
+    {3, 12347, 12350},  {3, 40000, 40000},  {2, 40001, 40008}, {2, 65536, 65536}, {2, 131071, 131072},
+    {2, 262144, 262144}};
 
 // A padded [rows, n] matrix view in device memory that owns its buffer.
 struct PaddedRows {
@@ -34,16 +38,20 @@ struct PaddedRows {
         view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
 };
 
-// Whether the kernels of `Config` hold a row of shape s on this GPU (thread-block clusters of up
-// to 8 CTAs on sm_90): rows of whole aligned 16-byte chunks take Config, others its ScalarRows.
-template <class Config>
+// Whether the kernels of `Config` hold a row of shape s on this GPU (thread-block clusters on
+// sm_90): rows of whole aligned 16-byte chunks take Config, or `Staged` (the forward kernels'
+// shared-memory rows; void: none) where it holds more, others Config's ScalarRows.
+template <class Config, class Staged = void>
 bool holds_row(DType dt, const RowShape& s) {
-  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxClusterCtas : 1;
+  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxNonPortableClusterCtas : 1;
   const auto element = static_cast<int>(dtype_size(dt));
   const std::int64_t chunk = device::kChunkBytes / element;
   const bool vector = s.n % chunk == 0 && s.ld % chunk == 0;
-  return s.n <= (vector ? device::max_row_length<Config>(element, max_cluster)
-                        : device::max_row_length<device::ScalarRows<Config>>(element, max_cluster));
+  if (!vector) return s.n <= device::max_row_length<device::ScalarRows<Config>>(element, max_cluster);
+  std::int64_t longest = device::max_row_length<Config>(element, max_cluster);
+  if constexpr (!std::is_void_v<Staged>)
+    longest = std::max(longest, device::max_row_length<Staged>(element, max_cluster));
+  return s.n <= longest;
 }
 
 }  // namespace fusekit::testing

@@ -87,6 +87,19 @@ TEST(RowConfig, QuantizingNormsStopAt512ThreadsPerCta) {
   EXPECT_EQ(longest<QuantizingRows>(kBf16, kMaxClusterCtas), 131072);
 }
 
+TEST(RowConfig, SharedRowsTakeSixteenCtaClustersWhereAllowed) {
+  // 16 chunks per thread, CTAs of up to 256 threads (64 KB of shared memory).
+  EXPECT_EQ(plan<SharedRows>(16384, kBf16, kMaxNonPortableClusterCtas).threads, 128);
+  EXPECT_EQ(plan<SharedRows>(32768, kBf16, kMaxNonPortableClusterCtas).threads, 256);
+  EXPECT_EQ(plan<SharedRows>(32768, kBf16, kMaxNonPortableClusterCtas).cluster, 1);
+  EXPECT_EQ(plan<SharedRows>(40000, kBf16, kMaxNonPortableClusterCtas).cluster, 2);
+  EXPECT_EQ(plan<SharedRows>(262144, kF32, kMaxNonPortableClusterCtas).cluster, 16);
+  EXPECT_EQ(longest<SharedRows>(kF32, kMaxNonPortableClusterCtas), 262144);
+  // The portable limit and the register configs stay at 8 CTAs.
+  EXPECT_FALSE(plan<SharedRows>(262144, kF32, kMaxClusterCtas).valid());
+  EXPECT_EQ(longest<One>(kF32, kMaxNonPortableClusterCtas), 131072);
+}
+
 TEST(RowConfig, EmptyRowsHaveNoLayout) { EXPECT_FALSE(plan<One>(0, kBf16, kMaxClusterCtas).valid()); }
 
 }  // namespace

@@ -142,6 +142,7 @@ template <class T, class Config, Access kAccess>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(const NormBackwardParams p) {
   using Tile = RowTile<T, Config>;
   constexpr int kE = Tile::kElements;
+  cluster_begin(p.layout);
   const RowPosition at = RowPosition::of(p.layout);
   const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
   const int within = static_cast<int>(at.row - std::int64_t{group} * p.layout.rows_per_cta);

@@ -4,14 +4,16 @@
 // (RMSNorm: mean = 0). With an fp8 output, q = saturate(y / scale), scale per tensor (given) or
 // per row (amax(y)/448, written out).
 //
-// The row stays in registers (device/row/row_tile.cuh) from the load to the store, so the
-// statistics take two passes over registers, not over memory: the centred second pass keeps
+// The row stays on chip from the load to the store, in registers (device/row/row_tile.cuh) or, for
+// long rows, in shared memory (device/row/shared_row_tile.cuh), so the statistics take two
+// passes over the chip, not over memory: the centred second pass keeps
 // the variance accurate when |mean| ≫ spread.
 #include <cstdint>
 #include <type_traits>
 
 #include "fusekit/device/row/row_reduce.cuh"
 #include "fusekit/device/row/row_tile.cuh"
+#include "fusekit/device/row/shared_row_tile.cuh"
 #include "fusekit/norm.hpp"
 
 namespace fusekit::device {
@@ -45,11 +47,10 @@ struct NormForwardParams {
   float* amax = nullptr;                // optional: max |y| over the tensor (before scaling)
 };
 
-// y of chunk i (columns c … c + kElements): (h − mean)·rstd·w + b.
-template <class T, class Config, Access kAccess>
-__device__ inline void affine_chunk(const RowTile<T, Config>& h, int i, int c, const NormForwardParams& p,
-                                    float mean, float rstd, float (&y)[RowTile<T, Config>::kElements]) {
-  constexpr int kE = RowTile<T, Config>::kElements;
+// y of one chunk h of the row (columns c … c + kE): (h − mean)·rstd·w + b.
+template <class T, int kE, Access kAccess>
+__device__ inline void affine_chunk(const Pack<T, kE>& h, int c, const NormForwardParams& p, float mean, float rstd,
+                                    float (&y)[kE]) {
   Pack<T, kE> w, b;
   if (p.weight) w = load_pack<T, kE, Cache::Keep, kAccess>(static_cast<const T*>(p.weight), c, p.n);
   if (p.bias) b = load_pack<T, kE, Cache::Keep, kAccess>(static_cast<const T*>(p.bias), c, p.n);
@@ -57,7 +58,7 @@ __device__ inline void affine_chunk(const RowTile<T, Config>& h, int i, int c, c
   for (int e = 0; e < kE; ++e) {
     const float scale = p.weight ? Element<T>::load(w.e[e]) : 1.0f;
     const float shift = p.bias ? Element<T>::load(b.e[e]) : 0.0f;
-    y[e] = (h.value(i, e) - mean) * rstd * scale + shift;
+    y[e] = (Element<T>::load(h.e[e]) - mean) * rstd * scale + shift;
   }
 }
 
@@ -66,10 +67,10 @@ __device__ inline void atomic_max_nonnegative(float* address, float value) {
   atomicMax(reinterpret_cast<int*>(address), __float_as_int(value));
 }
 
-// One row (or this CTA's slice of it) per thread group.
-template <class T, class Out, class Config, Access kAccess>
+// One row (or this CTA's slice of it) per thread group, held in registers or shared memory.
+template <class T, class Out, class Config, Access kAccess, Residence kResidence>
 __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPosition& at) {
-  using Tile = RowTile<T, Config>;
+  using Tile = TileOf<kResidence, T, Config>;
   constexpr int kE = Tile::kElements;
   // NOTE: a row past the end (the last group of packed short rows) holds no columns but still
   // takes part in its CTA's barriers.
@@ -93,18 +94,21 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   // not yet have read the guess that an in-place store would overwrite.
   const bool store_in_add = p.kind != NormKind::LayerNorm;
   T* residual_out = residual != nullptr ? p.residual_out.row<T>(row, p.rows_per_batch) : nullptr;
-  Tile h;
+  Tile h(at.slot);
   h.template load<kAccess>(x_row, at.slot, n);
   if (residual != nullptr) {
     // NOTE: the residual is added chunk by chunk, so a second tile never occupies registers.
-#pragma unroll
+#pragma unroll Tile::kUnroll
     for (int i = 0; i < Tile::kChunks; ++i) {
       const int c = Tile::column(at.slot, i);
       if (c >= n) continue;
       const auto r = load_pack<T, kE, Cache::Stream, kAccess>(residual, c, n);
+      auto sum = h.get(i);
 #pragma unroll
-      for (int e = 0; e < kE; ++e) h.set(i, e, h.value(i, e) + Element<T>::load(r.e[e]));
-      if (store_in_add) store_pack<T, kE, kAccess>(residual_out, c, n, h.chunk[i]);
+      for (int e = 0; e < kE; ++e)
+        sum.e[e] = Element<T>::store(Element<T>::load(sum.e[e]) + Element<T>::load(r.e[e]));
+      h.put(i, sum);
+      if (store_in_add) store_pack<T, kE, kAccess>(residual_out, c, n, sum);
     }
   }
 
@@ -143,9 +147,9 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   }
   const float rstd = rsqrtf(variance + p.eps);
   if (residual != nullptr && !store_in_add) {
-#pragma unroll
+#pragma unroll Tile::kUnroll
     for (int i = 0; i < Tile::kChunks; ++i)
-      store_pack<T, kE, kAccess>(residual_out, Tile::column(at.slot, i), n, h.chunk[i]);
+      store_pack<T, kE, kAccess>(residual_out, Tile::column(at.slot, i), n, h.get(i));
   }
   if (live && at.leader()) {
     if (p.mean) p.mean[row] = mean;
@@ -156,12 +160,12 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   if constexpr (!std::is_same_v<Out, T>) {
     if (p.quant == QuantScale::PerRow || p.amax != nullptr) {
       float amax = 0.0f;
-#pragma unroll
+#pragma unroll Tile::kUnroll
       for (int i = 0; i < Tile::kChunks; ++i) {
         const int c = Tile::column(at.slot, i);
         if (c >= n) continue;
         float y[kE];
-        affine_chunk<T, Config, kAccess>(h, i, c, p, mean, rstd, y);
+        affine_chunk<T, kE, kAccess>(h.get(i), c, p, mean, rstd, y);
 #pragma unroll
         for (int e = 0; e < kE; ++e)
           if (c + e < n) amax = fmaxf(amax, fabsf(y[e]));
@@ -179,12 +183,12 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   }
 
   Out* out = p.y.row<Out>(row, p.rows_per_batch);
-#pragma unroll
+#pragma unroll Tile::kUnroll
   for (int i = 0; i < Tile::kChunks; ++i) {
     const int c = Tile::column(at.slot, i);
     if (c >= n) continue;
     float y[kE];
-    affine_chunk<T, Config, kAccess>(h, i, c, p, mean, rstd, y);
+    affine_chunk<T, kE, kAccess>(h.get(i), c, p, mean, rstd, y);
     Pack<Out, kE> q;
 #pragma unroll
     for (int e = 0; e < kE; ++e) q.e[e] = Element<Out>::store(y[e] * inv_scale);
@@ -192,9 +196,10 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   }
 }
 
-template <class T, class Out, class Config, Access kAccess>
-__global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_kernel(const NormForwardParams p) {
-  norm_forward_row<T, Out, Config, kAccess>(p, RowPosition::of(p.layout));
+template <class T, class Out, class Config, Access kAccess, Residence kResidence>
+__global__ void __launch_bounds__(Config::kMaxThreads, Config::kMinCtas) norm_forward_kernel(const NormForwardParams p) {
+  cluster_begin(p.layout);
+  norm_forward_row<T, Out, Config, kAccess, kResidence>(p, RowPosition::of(p.layout));
   cluster_finish(p.layout);
 }
 

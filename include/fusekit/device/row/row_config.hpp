@@ -8,7 +8,8 @@
 // a row of 1024 chunks gets 256 threads of 4 chunks, not a 512-thread layout half idle. Short
 // rows share a warp (sub-warp groups of 1 … 16 lanes) and several rows share a CTA; rows longer
 // than one 1024-thread CTA holds are split over a cluster of CTAs whose partial sums meet in
-// distributed shared memory (sm_90+). The row is still read once.
+// distributed shared memory (sm_90+). The row is still read once. The forward kernels stage long
+// rows in shared memory instead (Residence::Shared, device/row/shared_row_tile.cuh).
 //
 // NOTE: measured on the H200 (docs/performance.md), at 64 registers and one row group per CTA
 // (3.1 TB/s on 4096-long bf16 rows): staging later rows in a shared-memory ring with cp.async
@@ -24,6 +25,7 @@ inline constexpr int kChunkBytes = 16;      // one 128-bit load or store per chu
 inline constexpr int kMaxRowThreads = 1024;  // the CTA size limit
 inline constexpr int kMinBlockThreads = 128;  // short rows are packed into CTAs of at least this
 inline constexpr int kMaxClusterCtas = 8;    // the portable cluster size limit
+inline constexpr int kMaxNonPortableClusterCtas = 16;  // sm_90's limit, opted into per kernel
 // NOTE: rows that need more threads than this split over a cluster of CTAs first (up to
 // kMaxClusterCtas), and grow CTAs to kMaxRowThreads only beyond: two CTAs of 512 threads per SM
 // overlap one's reduction with the other's loads. Measured (docs/performance.md): 32768–131072
@@ -35,10 +37,12 @@ inline constexpr int kPreferredRowThreads = 512;
 // caps them at 64 registers per thread, so 1024 threads per SM stay resident whatever the layout
 // (8 CTAs of 128 threads on a 4096-long bf16 row). At 113–139 registers (the earlier fixed
 // layouts) only 512 were, and the kernels reached 52% of DRAM bandwidth (docs/performance.md).
-template <int kChunks_, int kMaxThreads_ = kMaxRowThreads>
+template <int kChunks_, int kMaxThreads_ = kMaxRowThreads, int kMinCtas_ = 1, int kMaxCluster_ = kMaxClusterCtas>
 struct RowConfig {
   static constexpr int kChunks = kChunks_;  // 16-byte vectors per thread (per tensor held)
   static constexpr int kMaxThreads = kMaxThreads_;
+  static constexpr int kMinCtas = kMinCtas_;  // CTAs of kMaxThreads resident per SM (register cap)
+  static constexpr int kMaxCluster = kMaxCluster_;  // CTAs per row at most, where the GPU allows
   static constexpr int kCapacity = kMaxThreads * kChunks;  // chunks one CTA holds
   static_assert(kMaxThreads % kWarpThreads == 0 && kMaxThreads <= kMaxRowThreads, "whole warps, one CTA");
 };
@@ -52,6 +56,23 @@ using TwoTensorRows = RowConfig<2>;
 // and bias loads of both passes live spilled at 64 registers, even at two chunks per thread;
 // CTAs of up to 512 threads allow 128.
 using QuantizingRows = RowConfig<4, kMaxRowThreads / 2>;
+
+// Where a thread's chunks of the row live between the load and the store.
+enum class Residence : std::uint8_t {
+  Registers,  // RowTile: the fastest, while a row fits CTAs that share an SM
+  Shared,     // SharedRowTile: long rows, staged by cp.async (vector access only)
+};
+
+// Long rows staged in shared memory: 64 KB per CTA of 256 threads, three CTAs (of different rows
+// or slices) per SM, so one's reduction and stores overlap the others' loads; clusters of up to
+// 16 CTAs (non-portable, sm_90) hold 1 MiB rows (262144 f32).
+using SharedRows = RowConfig<16, 256, 3, kMaxNonPortableClusterCtas>;
+// Rows of at least these many chunks are staged in shared memory. Measured on the H200
+// (docs/performance.md, bf16, 2^27 elements): softmax at 8192 columns 3.01 TB/s in registers
+// (256-thread rows), 3.94 staged; RMSNorm at 8192 3.54 in registers, 3.31 staged (its weight
+// loads miss the L1 that shared memory crowds out), and 16384 3.22 → 3.17 but 32768 2.53 → 3.16.
+inline constexpr int kSharedSoftmaxMinChunks = 1024;  // 8192 16-bit elements
+inline constexpr int kSharedNormMinChunks = 2048;     // 16384 16-bit elements
 
 // The element-by-element kernels (rows that are not whole aligned chunks) hold one chunk per
 // thread: their per-element bounds checks spilled at four chunks, even at 128 registers, and at
@@ -71,11 +92,12 @@ struct RowLayout {
 
 // The layout of rows of `n` elements of `element_bytes` each, for kernels of `Config`: the
 // fewest threads that hold the row at Config::kChunks chunks each, split over the fewest CTAs of
-// at most `cta_threads` threads (at most `max_cluster` of them; larger CTAs when that is not
-// enough). Invalid when the row does not fit.
+// at most `cta_threads` threads (at most `device_cluster` of them, the GPU's limit, and
+// Config::kMaxCluster; larger CTAs when that is not enough). Invalid when the row does not fit.
 template <class Config>
-constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int max_cluster,
+constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int device_cluster,
                               int cta_threads = kPreferredRowThreads) {
+  const int max_cluster = std::min(device_cluster, Config::kMaxCluster);
   const int per_chunk = kChunkBytes / element_bytes;
   const std::int64_t chunks = (n + per_chunk - 1) / per_chunk;
   const std::int64_t preferred = std::int64_t{std::min(cta_threads, Config::kMaxThreads)} * Config::kChunks;
@@ -99,8 +121,9 @@ constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int max_cluster
 
 // The longest row a config holds, for error messages.
 template <class Config>
-constexpr std::int64_t max_row_length(int element_bytes, int max_cluster) {
-  return std::int64_t{Config::kCapacity} * max_cluster * (kChunkBytes / element_bytes);
+constexpr std::int64_t max_row_length(int element_bytes, int device_cluster) {
+  return std::int64_t{Config::kCapacity} * std::min(device_cluster, Config::kMaxCluster) *
+         (kChunkBytes / element_bytes);
 }
 
 }  // namespace fusekit::device

@@ -56,6 +56,12 @@ __device__ inline SumPair shuffle_xor(const SumPair& v, int mask) {
   return {shuffle_xor(v.first, mask), shuffle_xor(v.second, mask)};
 }
 
+// Cluster barrier halves (sm_90): every thread of every CTA of the cluster arrives once per
+// phase, and waits for the phase before arriving again.
+__device__ inline void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
+__device__ inline void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ inline void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+
 // The reduction of `v` over the row's threads (and its cluster's CTAs when the row is split).
 // Lanes: xor butterflies within aligned groups of `threads` lanes, so the rows that share a warp
 // reduce apart. Warps: each warp's partial through shared memory, combined by every thread of
@@ -78,23 +84,38 @@ __device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (layout.cluster > 1) {
-    __shared__ V cta_total;
-    if (threadIdx.x == 0) cta_total = v;
+    // NOTE: each CTA pushes its total into every CTA's slot for it (thread r writes CTA r), and
+    // after the barrier each reads only its own shared memory, so no CTA waits at its exit for
+    // its peers to finish reading it (pulling the peers' totals did: every CTA of a row then held
+    // its SM until the slowest one had stored its slice).
+    __shared__ V cta_totals[kMaxNonPortableClusterCtas];
     auto ctas = cooperative_groups::this_cluster();
-    // NOTE: the barrier publishes every CTA's total (release/acquire) before any is read.
-    ctas.sync();
-    v = *ctas.map_shared_rank(&cta_total, 0);
-    for (int r = 1; r < layout.cluster; ++r) v = op(v, *ctas.map_shared_rank(&cta_total, r));
+    const auto rank = static_cast<int>(ctas.block_rank());
+    const auto thread = static_cast<int>(threadIdx.x);
+    cluster_wait();  // every peer is running (cluster_begin) and done with its previous reduction
+    if (thread < layout.cluster) *ctas.map_shared_rank(&cta_totals[rank], thread) = v;
+    cluster_arrive_release();  // publishes the pushes
+    cluster_wait();
+    v = cta_totals[0];
+    for (int r = 1; r < layout.cluster; ++r) v = op(v, cta_totals[r]);
+    cluster_arrive_relaxed();  // for the next reduction's (or cluster_finish's) wait
   }
 #endif
   return v;
 }
 
-// NOTE: a CTA's shared memory must outlive its peers' reads of it: every CTA of a cluster waits
-// here before it exits.
+// Kernels whose rows may span a cluster call cluster_begin first and cluster_finish last: the
+// barrier phase that cluster_begin opens tells the first reduction that every peer is running
+// (distributed shared memory may be written only then), and the phase the last reduction opens
+// is closed before the CTA exits.
+__device__ inline void cluster_begin(const RowLayout& layout) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (layout.cluster > 1) cluster_arrive_relaxed();
+#endif
+}
 __device__ inline void cluster_finish(const RowLayout& layout) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (layout.cluster > 1) cooperative_groups::this_cluster().sync();
+  if (layout.cluster > 1) cluster_wait();
 #endif
 }
 

@@ -121,8 +121,14 @@ template <class T, class Config>
 struct RowTile {
   static constexpr int kElements = kChunkBytes / sizeof(T);  // per chunk
   static constexpr int kChunks = Config::kChunks;
+  // Loops over the chunks unroll fully: a register array is indexed by constants only.
+  static constexpr int kUnroll = kChunks;
   using Chunk = Pack<T, kElements>;
   Chunk chunk[kChunks];
+
+  RowTile() = default;
+  // The interface of SharedRowTile (device/row/shared_row_tile.cuh), which needs the slot.
+  __device__ explicit RowTile(const RowSlot&) {}
 
   // First column of chunk i held by the thread at `slot`.
   __device__ static int column(const RowSlot& slot, int i) { return slot.column<kElements>(i); }
@@ -134,6 +140,8 @@ struct RowTile {
       chunk[i] = load_pack<T, kElements, Cache::Stream, kAccess>(row, column(slot, i), n);
   }
 
+  __device__ Chunk get(int i) const { return chunk[i]; }
+  __device__ void put(int i, const Chunk& c) { chunk[i] = c; }
   __device__ float value(int i, int e) const { return Element<T>::load(chunk[i].e[e]); }
   __device__ void set(int i, int e, float v) { chunk[i].e[e] = Element<T>::store(v); }
 

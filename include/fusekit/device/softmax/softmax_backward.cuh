@@ -45,6 +45,7 @@ __device__ inline void softmax_backward_row(const SoftmaxBackwardParams& p, cons
 
 template <class T, class Config, Access kAccess>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) softmax_backward_kernel(const SoftmaxBackwardParams p) {
+  cluster_begin(p.layout);
   softmax_backward_row<T, Config, kAccess>(p, RowPosition::of(p.layout));
   cluster_finish(p.layout);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Fused softmax forward, one read of x and one write of y:
 //   y = exp(s − max s) / Σ exp(s − max s),  s = scale·x, −∞ where masked
-// The row stays in registers (device/row/row_tile.cuh). Each thread folds its values into an
+// The row stays on chip: in registers (device/row/row_tile.cuh) or, for long rows, in shared
+// memory (device/row/shared_row_tile.cuh). Each thread folds its values into an
 // online (max, sum) pair, and the pairs meet in one reduction (device/row/row_reduce.cuh), so a
 // row costs one synchronisation. Exponentials are exp2 of log2(e)-scaled logits.
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "fusekit/device/row/row_reduce.cuh"
 #include "fusekit/device/row/row_tile.cuh"
+#include "fusekit/device/row/shared_row_tile.cuh"
 #include "fusekit/reference/softmax.hpp"
 
 namespace fusekit::device {
@@ -48,15 +50,16 @@ __device__ inline float shifted_logit2(float x, int c, int visible_end, float sc
 }
 
 // One row (or this CTA's slice of it) per thread group.
-template <class T, class Config, Access kAccess, SoftmaxLogits kLogits>
+template <class T, class Config, Access kAccess, Residence kResidence, SoftmaxLogits kLogits>
 __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const RowPosition& at) {
-  using Tile = RowTile<T, Config>;
+  using Tile = TileOf<kResidence, T, Config>;
+  constexpr int kE = Tile::kElements;
   // NOTE: a row past the end (the last group of packed short rows) holds no columns but still
   // takes part in its CTA's barriers.
   const int n = at.row < p.rows ? p.n : 0;
   const std::int64_t row = at.address(p.rows);
 
-  Tile x;
+  Tile x(at.slot);
   x.template load<kAccess>(p.x.row<const T>(row, p.rows_per_batch), at.slot, n);
 
   // Bottom-right causal alignment: row i of a batch sees columns j <= i + (n − rows_per_batch).
@@ -81,14 +84,26 @@ __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const 
   const bool empty = total.max == -INFINITY;
   const float inv_sum = empty ? 0.0f : 1.0f / total.sum;
   const float max = empty ? 0.0f : total.max;
-  x.template store_mapped<T, kAccess>(p.y.row<T>(row, p.rows_per_batch), at.slot, n, [&](int i, int e, int c) {
-    return exp2f(shifted_logit2<kLogits>(x.value(i, e), c, visible_end, p.scale_log2, max)) * inv_sum;
-  });
+  T* y = p.y.row<T>(row, p.rows_per_batch);
+#pragma unroll Tile::kUnroll
+  for (int i = 0; i < Tile::kChunks; ++i) {
+    const int c = Tile::column(at.slot, i);
+    if (c >= n) continue;
+    const auto held = x.get(i);
+    Pack<T, kE> out;
+#pragma unroll
+    for (int e = 0; e < kE; ++e)
+      out.e[e] = Element<T>::store(
+          exp2f(shifted_logit2<kLogits>(Element<T>::load(held.e[e]), c + e, visible_end, p.scale_log2, max)) *
+          inv_sum);
+    store_pack<T, kE, kAccess>(y, c, n, out);
+  }
 }
 
-template <class T, class Config, Access kAccess, SoftmaxLogits kLogits>
-__global__ void __launch_bounds__(Config::kMaxThreads, 1) softmax_forward_kernel(const SoftmaxForwardParams p) {
-  softmax_forward_row<T, Config, kAccess, kLogits>(p, RowPosition::of(p.layout));
+template <class T, class Config, Access kAccess, Residence kResidence, SoftmaxLogits kLogits>
+__global__ void __launch_bounds__(Config::kMaxThreads, Config::kMinCtas) softmax_forward_kernel(const SoftmaxForwardParams p) {
+  cluster_begin(p.layout);
+  softmax_forward_row<T, Config, kAccess, kResidence, kLogits>(p, RowPosition::of(p.layout));
   cluster_finish(p.layout);
 }
 

@@ -1,0 +1,84 @@
+#pragma once
+// A row's slice staged in shared memory instead of registers, for long rows.
+//
+// The register tile (row_tile.cuh) caps a CTA at the 64 KB its registers hold, so a row of 16384
+// or more 16-bit elements takes one or two large CTAs per SM whose load, reduction and store
+// phases run one after another. Staged in shared memory (copied there by cp.async, L2 → shared
+// without registers) a CTA's slice costs few registers, several CTAs of different rows share an
+// SM, and one CTA's reduction and stores overlap another's loads. The row is still read from
+// memory once; the second pass over it reads shared memory.
+//
+// Same interface as RowTile (vector access only: whole, 16-byte aligned chunks): chunk i of the
+// thread at slot t lies at chunk i·threads + t of the CTA's slice, which is the slice's own
+// order, so a warp's shared accesses are consecutive 16-byte words (no bank conflicts).
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "fusekit/device/row/row_config.hpp"
+#include "fusekit/device/row/row_tile.cuh"
+
+namespace fusekit::device {
+
+template <class T, class Config>
+struct SharedRowTile {
+  static constexpr int kElements = kChunkBytes / sizeof(T);  // per chunk
+  static constexpr int kChunks = Config::kChunks;
+  // NOTE: loops over the chunks unroll by this much: fully unrolled, the compiler hoists every
+  // shared load of the pass ahead of its use and spills at the register cap of three CTAs per SM.
+  static constexpr int kUnroll = 4;
+  using Chunk = Pack<T, kElements>;
+  Chunk* slice;  // this thread's row group's slice in the CTA's dynamic shared memory
+  int t;
+  int threads;
+
+  // NOTE: the row groups of a CTA are consecutive threads (RowPosition), and each has a slice.
+  __device__ explicit SharedRowTile(const RowSlot& slot) : t(slot.t), threads(slot.threads) {
+    extern __shared__ uint4 shared_row[];
+    const int group = static_cast<int>(threadIdx.x) / threads;
+    slice = reinterpret_cast<Chunk*>(shared_row) + group * threads * kChunks;
+  }
+
+  __device__ static int column(const RowSlot& slot, int i) { return slot.column<kElements>(i); }
+  // The dynamic shared memory a CTA of `layout` needs.
+  static constexpr std::size_t bytes(const RowLayout& layout) {
+    return std::size_t{kChunkBytes} * kChunks * static_cast<std::size_t>(layout.block_threads());
+  }
+
+  // Copies the thread's chunks below n from `row` into shared memory and waits for them. Each
+  // thread reads back only the chunks it copied, so no CTA barrier is needed.
+  template <Access kAccess>
+  __device__ void load(const T* row, const RowSlot& slot, int n) {
+    static_assert(kAccess == Access::Vector, "shared rows hold whole 16-byte chunks");
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = column(slot, i);
+      if (c >= n) continue;
+      const auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(&slice[i * threads + t]));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + c) : "memory");
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  }
+
+  __device__ Chunk get(int i) const { return slice[i * threads + t]; }
+  __device__ void put(int i, const Chunk& chunk) { slice[i * threads + t] = chunk; }
+
+  // f(value, column) for every held element of a column < n.
+  template <Access kAccess, class F>
+  __device__ void for_each(const RowSlot& slot, int n, F&& f) const {
+#pragma unroll kUnroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = column(slot, i);
+      if (c >= n) continue;
+      const Chunk chunk = get(i);
+#pragma unroll
+      for (int e = 0; e < kElements; ++e) f(Element<T>::load(chunk.e[e]), c + e);
+    }
+  }
+};
+
+// The tile of a kernel compiled for `kResidence`.
+template <Residence kResidence, class T, class Config>
+using TileOf = std::conditional_t<kResidence == Residence::Shared, SharedRowTile<T, Config>, RowTile<T, Config>>;
+
+}  // namespace fusekit::device
