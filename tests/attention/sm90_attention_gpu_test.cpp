@@ -45,16 +45,16 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndHeadDims, Sm90AttentionForwardGpu,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// Auto keeps the portable kernel until the Hopper kernel has passed these tests on a GPU; Sm90,
-// requested, runs for fixed lengths and is Unsupported for variable lengths, saying why.
-TEST(Sm90AttentionPlan, AutoPicksPortableSm90RunsFixedLengthsOnly) {
+// Auto picks the Hopper kernel for fixed lengths and the portable one, saying why, for variable
+// lengths; Sm90, requested, runs for fixed lengths and is Unsupported for variable lengths.
+TEST(Sm90AttentionPlan, AutoPicksSm90ForFixedLengthsOnly) {
   FUSEKIT_REQUIRE_SM90();
   DeviceTensor q(DType::BF16, {1, 256, 2, 128}), k(DType::BF16, {1, 256, 2, 128});
   AttentionForwardArgs args;
   args.q = args.o = q;
   args.k = args.v = k;
   AttentionReport report = plan_attention_forward(args);
-  EXPECT_EQ(report.backend, AttentionBackend::Portable) << report.reason;
+  EXPECT_EQ(report.backend, AttentionBackend::Sm90) << report.reason;
   args.backend = AttentionBackend::Sm90;
   report = plan_attention_forward(args);
   EXPECT_EQ(report.backend, AttentionBackend::Sm90) << report.reason;
@@ -67,6 +67,7 @@ TEST(Sm90AttentionPlan, AutoPicksPortableSm90RunsFixedLengthsOnly) {
   args.varlen = VarlenBatch{offsets, offsets, 1, 256};
   report = plan_attention_forward(args);
   EXPECT_EQ(report.backend, AttentionBackend::Portable);
+  EXPECT_NE(report.reason.find("variable lengths"), std::string::npos) << report.reason;
   args.backend = AttentionBackend::Sm90;
   try {
     plan_attention_forward(args);
