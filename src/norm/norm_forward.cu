@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -22,6 +23,9 @@ template <class T, class Out>
 using NormConfig = std::conditional_t<std::is_same_v<T, Out>, device::OneTensorRows, device::QuantizingRows>;
 
 constexpr std::initializer_list<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16};
+// The dynamic shared memory a staged norm CTA may take (of the 227 KB an sm_90 CTA may opt into,
+// leaving room for the reductions' static scratch).
+constexpr std::size_t kStagedSharedBytes = 200 * 1024;
 
 // Everything a norm forward launch reads or writes; residual and quantization optional.
 struct NormForwardJob {
@@ -97,12 +101,25 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   if (job.amax) p.amax = static_cast<float*>(job.amax->data);
   const device::Access access =
       rows::access_for(kChunkElements, shape.n, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
-  const device::Residence residence = rows::residence_for(access, shape.n, a.x.dtype, device::kSharedNormMinChunks);
-  rows::with_placement(access, residence, [&](auto kAccess, auto kResidence) {
-    using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
+  if (rows::residence_for(access, shape.n, a.x.dtype, device::kSharedNormMinChunks) == device::Residence::Shared) {
+    // Persistent CTAs with the weight, the bias and two rows in shared memory: CTAs narrow enough
+    // that every plane fits.
+    using Config = device::SharedRows;
+    const int planes = device::staged_planes(p.weight, p.bias);
+    const auto plane_budget = static_cast<int>(kStagedSharedBytes / static_cast<std::size_t>(planes));
+    const int cta_threads = std::min(Config::kMaxThreads, plane_budget / (Config::kChunks * device::kChunkBytes) /
+                                                              device::kWarpThreads * device::kWarpThreads);
+    p.layout = rows::plan<Config>("x", shape.n, a.x.dtype, cta_threads);
+    rows::launch_persistent(device::norm_forward_staged_kernel<T, Out, Config>, p.layout, shape.rows, p, stream,
+                            "norm_forward_staged_kernel",
+                            device::SharedRowTile<T, Config>::bytes(p.layout) * static_cast<std::size_t>(planes));
+    return;
+  }
+  rows::with_access(access, [&](auto kAccess) {
+    using Config = rows::ConfigFor<NormConfig<T, Out>, kAccess>;
     p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
-    rows::launch(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence>, p.layout, shape.rows, p, stream,
-                 "norm_forward_kernel", rows::shared_bytes<kResidence, T, Config>(p.layout));
+    rows::launch(device::norm_forward_kernel<T, Out, Config, kAccess>, p.layout, shape.rows, p, stream,
+                 "norm_forward_kernel");
   });
 }
 

@@ -4,6 +4,7 @@
 // split over CTAs). Included by src/norm/*.cu and src/softmax/*.cu only.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
@@ -151,10 +152,11 @@ inline int max_cluster_ctas() {
 
 // The layout of rows of `n` elements of `dtype` for kernels of `Config`, or an Unsupported error.
 template <class Config>
-device::RowLayout plan(std::string_view arg, std::int64_t n, DType dtype) {
+device::RowLayout plan(std::string_view arg, std::int64_t n, DType dtype,
+                       int cta_threads = device::kPreferredRowThreads) {
   const int max_cluster = max_cluster_ctas();
   const auto element = static_cast<int>(dtype_size(dtype));
-  const device::RowLayout layout = device::plan_rows<Config>(n, element, max_cluster);
+  const device::RowLayout layout = device::plan_rows<Config>(n, element, max_cluster, cta_threads);
   if (!layout.valid())
     throw Error(ErrorKind::Unsupported,
                 join(arg, ": row length expected <= " +
@@ -209,6 +211,45 @@ void launch(void (*kernel)(Params), const device::RowLayout& layout, std::int64_
     config.attrs = &attribute;
     config.numAttrs = 1;
   }
+  check_cuda(cudaLaunchKernelEx(&config, kernel, params), std::string(name));
+  check_launch(name);
+}
+
+// Launches a persistent row kernel: as many CTA groups (clusters of `layout.cluster`) as are
+// resident at once with `shared_bytes` each, at most one per row; group g takes rows g, g + G, ….
+template <class Params>
+void launch_persistent(void (*kernel)(Params), const device::RowLayout& layout, std::int64_t rows,
+                       const Params& params, cudaStream_t stream, std::string_view name, std::size_t shared_bytes) {
+  require(layout.rows_per_cta == 1, join(name, " rows per CTA"), 1, layout.rows_per_cta);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+             join(name, " shared memory"));
+  if (layout.cluster > device::kMaxClusterCtas)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+               join(name, " cluster size"));
+  cudaLaunchConfig_t config{};
+  config.blockDim = dim3(static_cast<unsigned>(layout.block_threads()));
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  int resident_groups = 0;
+  if (layout.cluster > 1) {
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(layout.cluster);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    config.gridDim = dim3(static_cast<unsigned>(layout.cluster));
+    check_cuda(cudaOccupancyMaxActiveClusters(&resident_groups, kernel, &config), join(name, " occupancy"));
+  } else {
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, layout.block_threads(), shared_bytes),
+               join(name, " occupancy"));
+    resident_groups = per_sm * current_device_info().sm_count;
+  }
+  require(resident_groups >= 1, join(name, " resident CTAs"), ">= 1 with this shared memory", resident_groups);
+  const std::int64_t groups = std::min<std::int64_t>(rows, resident_groups);
+  config.gridDim = dim3(static_cast<unsigned>(groups * layout.cluster));
   check_cuda(cudaLaunchKernelEx(&config, kernel, params), std::string(name));
   check_launch(name);
 }

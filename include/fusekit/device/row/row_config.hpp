@@ -63,10 +63,12 @@ enum class Residence : std::uint8_t {
   Shared,     // SharedRowTile: long rows, staged by cp.async (vector access only)
 };
 
-// Long rows staged in shared memory: 64 KB per CTA of 256 threads, three CTAs (of different rows
-// or slices) per SM, so one's reduction and stores overlap the others' loads; clusters of up to
-// 16 CTAs (non-portable, sm_90) hold 1 MiB rows (262144 f32).
-using SharedRows = RowConfig<16, 256, 3, kMaxNonPortableClusterCtas>;
+// Long rows staged in shared memory: 64 KB per CTA of 256 threads (and as much again for each
+// per-column vector a kernel stages beside it), so that one to three CTAs of different rows or
+// slices share an SM and one's reduction and stores overlap the others' loads; clusters of up to
+// 16 CTAs (non-portable, sm_90) hold 1 MiB rows (262144 f32). Up to 128 registers: the f32 norms
+// spilled at the 80 that three CTAs of 256 threads allow.
+using SharedRows = RowConfig<16, 256, 2, kMaxNonPortableClusterCtas>;
 // Rows of at least these many chunks are staged in shared memory. Measured on the H200
 // (docs/performance.md, bf16, 2^27 elements): softmax at 8192 columns 3.01 TB/s in registers
 // (256-thread rows), 3.94 staged; RMSNorm at 8192 3.54 in registers, 3.31 staged (its weight

@@ -32,11 +32,13 @@ struct SharedRowTile {
   int t;
   int threads;
 
+  // The tile in `plane` of the CTA's dynamic shared memory (planes of bytes(layout) each: the row,
+  // then any per-column vectors a kernel stages beside it).
   // NOTE: the row groups of a CTA are consecutive threads (RowPosition), and each has a slice.
-  __device__ explicit SharedRowTile(const RowSlot& slot) : t(slot.t), threads(slot.threads) {
+  __device__ explicit SharedRowTile(const RowSlot& slot, int plane = 0) : t(slot.t), threads(slot.threads) {
     extern __shared__ uint4 shared_row[];
     const int group = static_cast<int>(threadIdx.x) / threads;
-    slice = reinterpret_cast<Chunk*>(shared_row) + group * threads * kChunks;
+    slice = reinterpret_cast<Chunk*>(shared_row) + (plane * static_cast<int>(blockDim.x) + group * threads) * kChunks;
   }
 
   __device__ static int column(const RowSlot& slot, int i) { return slot.column<kElements>(i); }
@@ -45,10 +47,11 @@ struct SharedRowTile {
     return std::size_t{kChunkBytes} * kChunks * static_cast<std::size_t>(layout.block_threads());
   }
 
-  // Copies the thread's chunks below n from `row` into shared memory and waits for them. Each
-  // thread reads back only the chunks it copied, so no CTA barrier is needed.
+  // Starts copying the thread's chunks below n from `row` into shared memory (part of the cp.async
+  // group that commit() closes). Each thread reads back only the chunks it copied, so no CTA
+  // barrier is needed.
   template <Access kAccess>
-  __device__ void load(const T* row, const RowSlot& slot, int n) {
+  __device__ void copy(const T* row, const RowSlot& slot, int n) {
     static_assert(kAccess == Access::Vector, "shared rows hold whole 16-byte chunks");
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
@@ -57,7 +60,25 @@ struct SharedRowTile {
       const auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(&slice[i * threads + t]));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + c) : "memory");
     }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  }
+  // Closes the thread's current cp.async group (an empty one if nothing was copied).
+  __device__ static void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+  // copy() as a group of its own.
+  template <Access kAccess>
+  __device__ void issue(const T* row, const RowSlot& slot, int n) {
+    copy<kAccess>(row, slot, n);
+    commit();
+  }
+  // Waits until at most kPending of the thread's cp.async groups (the latest ones) are in flight.
+  template <int kPending>
+  __device__ static void wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+  }
+  // Copies and waits (RowTile's interface).
+  template <Access kAccess>
+  __device__ void load(const T* row, const RowSlot& slot, int n) {
+    issue<kAccess>(row, slot, n);
+    wait<0>();
   }
 
   __device__ Chunk get(int i) const { return slice[i * threads + t]; }
