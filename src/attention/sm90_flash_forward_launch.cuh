@@ -40,11 +40,18 @@ inline int experiment_group_heads() {
 constexpr std::size_t kL2ShareForGroup = 2;
 
 // (batch, head) pairs per scheduler group: as many key/value heads as fit in the L2 share, times
-// the query heads that read each.
+// the query heads that read each; one group (all pairs) under a causal or window mask.
+// NOTE: masked query tiles differ in length, and the static serpentine assignment stays balanced
+// only while each round of gridDim.x tiles spans few lengths. With all pairs in one group a round
+// spans about gridDim.x / pairs query tiles; L2 groups restart the lengths at every group boundary
+// and can leave a CTA a whole long tile behind, which at causal S = 8192, D = 128 would cost more
+// than the K/V re-reads it saves (~0.5 TB/s of DRAM by the traffic arithmetic).
 template <class T, int kHeadDim>
 int group_heads(const dev::FlashForwardParams& base, const TensorExtents& extents) {
   const int pairs = base.heads_q * extents.batch;
   if (const int forced = experiment_group_heads(); forced > 0) return std::min(forced, pairs);
+  const bool equal_tiles = base.window_left >= dev::kNoLimit && base.window_right >= dev::kNoLimit;
+  if (!equal_tiles) return pairs;
   const std::size_t kv_bytes = 2 * static_cast<std::size_t>(base.seqlen_k) * kHeadDim * sizeof(T);
   const std::size_t kv_heads = std::max<std::size_t>(1, current_device_info().l2_bytes / kL2ShareForGroup / kv_bytes);
   return static_cast<int>(std::min<std::size_t>(kv_heads * base.group, pairs));
