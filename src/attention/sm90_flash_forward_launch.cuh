@@ -1,6 +1,7 @@
 #pragma once
 // Definition of sm90::launch_flash_forward, included by one sm90_*.cu file per head dim.
 #include <algorithm>
+#include <cstdlib>
 
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
@@ -24,24 +25,43 @@ auto token_tensor(const void* data, int seqlen, int heads, int batch, const dev:
                      make_layout(make_shape(seqlen, kHeadDim, heads, batch), make_stride(s.token, _1{}, s.head, s.batch)));
 }
 
-// NOTE: the share of L2 a section's K and V may take: they stream through it while other data
-// (Q, O, the other partition's copies) competes for the rest.
-constexpr std::size_t kSectionL2Fraction = 4;
-
-// (batch, head) pairs per scheduler section: whole GQA groups whose K and V (`row_bytes` per
-// key row of each) fit in a quarter of L2, at least one group, at most all pairs.
-inline int section_heads(const dev::FlashForwardParams& base, int batch, const DeviceInfo& device,
-                         std::size_t row_bytes) {
-  const std::size_t kv_head_bytes = std::max<std::size_t>(1, 2 * row_bytes * static_cast<std::size_t>(base.seqlen_k));
-  const std::size_t groups = std::max<std::size_t>(1, device.l2_bytes / kSectionL2Fraction / kv_head_bytes);
-  const std::size_t pairs = static_cast<std::size_t>(base.heads_q) * static_cast<std::size_t>(batch);
-  return static_cast<int>(std::min(groups * static_cast<std::size_t>(base.group), pairs));
+// EXPERIMENT ONLY (remove once measured): FUSEKIT_EXPERIMENT_SM90_GROUP_HEADS=N fixes the
+// scheduler's group to N (batch, head) pairs; N = heads × batch gives the first version's order.
+inline int experiment_group_heads() {
+  static const int n = [] {
+    const char* v = std::getenv("FUSEKIT_EXPERIMENT_SM90_GROUP_HEADS");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
+  return n;
 }
 
+// NOTE: a group's K and V take about half the L2, so that the group after it can start loading
+// while the CTAs still on this one keep their K and V cached.
+constexpr std::size_t kL2ShareForGroup = 2;
+
+// (batch, head) pairs per scheduler group: as many key/value heads as fit in the L2 share, times
+// the query heads that read each; one group (all pairs) under a causal or window mask.
+// NOTE: masked query tiles differ in length, and the static serpentine assignment stays balanced
+// only while each round of gridDim.x tiles spans few lengths. With all pairs in one group a round
+// spans about gridDim.x / pairs query tiles; L2 groups restart the lengths at every group boundary
+// and can leave a CTA a whole long tile behind, which at causal S = 8192, D = 128 would cost more
+// than the K/V re-reads it saves (~0.5 TB/s of DRAM by the traffic arithmetic).
 template <class T, int kHeadDim>
+int group_heads(const dev::FlashForwardParams& base, const TensorExtents& extents) {
+  const int pairs = base.heads_q * extents.batch;
+  if (const int forced = experiment_group_heads(); forced > 0) return std::min(forced, pairs);
+  const bool equal_tiles = base.window_left >= dev::kNoLimit && base.window_right >= dev::kNoLimit;
+  if (!equal_tiles) return pairs;
+  const std::size_t kv_bytes = 2 * static_cast<std::size_t>(base.seqlen_k) * kHeadDim * sizeof(T);
+  const std::size_t kv_heads = std::max<std::size_t>(1, current_device_info().l2_bytes / kL2ShareForGroup / kv_bytes);
+  return static_cast<int>(std::min<std::size_t>(kv_heads * base.group, pairs));
+}
+
+template <class Tile>
 void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, cudaStream_t stream) {
-  using Tile = dev::sm90::Sm90ForwardShape<T, kHeadDim>;
-  dev::sm90::Sm90ForwardParams<T, kHeadDim> p;
+  using T = typename Tile::Element;
+  constexpr int kHeadDim = Tile::kHeadDim;
+  dev::sm90::Sm90ForwardParams<Tile> p;
   p.base = base;
   p.batch = extents.batch;
   p.heads_kv = extents.heads_kv;
@@ -55,8 +75,8 @@ void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, c
                           token_tensor<T, kHeadDim>(base.v, base.seqlen_k, extents.heads_kv, extents.batch, base.v_strides),
                           typename Tile::SmemLayoutKVStage{});
 
-  const auto kernel = dev::sm90::sm90_flash_forward_kernel<T, kHeadDim>;
-  constexpr std::size_t kSmem = dev::sm90::kSmemBytes<T, kHeadDim>;
+  const auto kernel = dev::sm90::sm90_flash_forward_kernel<Tile>;
+  constexpr std::size_t kSmem = dev::sm90::kSmemBytes<Tile>;
   static const bool configured = [kernel] {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)),
                "cudaFuncSetAttribute (Hopper attention forward shared memory)");
@@ -65,24 +85,39 @@ void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, c
   (void)configured;
   // Persistent grid: one CTA per SM (one 384-thread CTA fits an SM), or fewer when the tiles are
   // fewer. NOTE: a grid of scheduler.tiles() CTAs runs one tile per CTA with the same kernel.
-  const DeviceInfo& device = current_device_info();
-  p.section_heads = section_heads(base, extents.batch, device, sizeof(T) * kHeadDim);
-  const dev::sm90::LongestFirstScheduler scheduler{(base.seqlen_q + dev::sm90::kBlockM - 1) / dev::sm90::kBlockM,
-                                                   base.heads_q, extents.batch, p.section_heads};
-  const int grid = std::min(scheduler.tiles(), device.sm_count);
+  p.scheduler = {(base.seqlen_q + dev::sm90::kBlockM - 1) / dev::sm90::kBlockM, base.heads_q, extents.batch,
+                 group_heads<T, kHeadDim>(base, extents)};
+  const int grid = std::min(p.scheduler.tiles(), current_device_info().sm_count);
   kernel<<<grid, dev::sm90::kThreads, kSmem, stream>>>(p);
   check_launch("sm90_flash_forward_kernel");
 }
+
+// EXPERIMENT ONLY: the D = 128 tiling FlashAttention-3 uses without a mask (208 KB of shared memory).
+inline constexpr int kExperimentBlockN = 176, kExperimentStages = 2;
 
 }  // namespace detail
 
 template <int kHeadDim>
 void launch_flash_forward(const device::attention::FlashForwardParams& params, const TensorExtents& extents,
                           DType dtype, cudaStream_t stream) {
+  namespace dev = device::attention;
+  // EXPERIMENT ONLY (remove once measured): FUSEKIT_EXPERIMENT_SM90_D128_BLOCK_N=176 runs bf16 at
+  // D = 128 with 176 keys per tile and 2 K/V stages instead of 128 keys and 3 stages.
+  if constexpr (kHeadDim == dev::kHeadDim128) {
+    static const bool wide_keys = [] {
+      const char* v = std::getenv("FUSEKIT_EXPERIMENT_SM90_D128_BLOCK_N");
+      return v != nullptr && std::atoi(v) == detail::kExperimentBlockN;
+    }();
+    if (wide_keys && dtype == DType::BF16) {
+      detail::launch<dev::sm90::Sm90ForwardShape<cutlass::bfloat16_t, kHeadDim, detail::kExperimentBlockN,
+                                                 detail::kExperimentStages>>(params, extents, stream);
+      return;
+    }
+  }
   if (dtype == DType::BF16) {
-    detail::launch<cutlass::bfloat16_t, kHeadDim>(params, extents, stream);
+    detail::launch<dev::sm90::Sm90ForwardShape<cutlass::bfloat16_t, kHeadDim>>(params, extents, stream);
   } else {
-    detail::launch<cutlass::half_t, kHeadDim>(params, extents, stream);
+    detail::launch<dev::sm90::Sm90ForwardShape<cutlass::half_t, kHeadDim>>(params, extents, stream);
   }
 }
 

@@ -24,9 +24,9 @@ using namespace cute;
 inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr int kThreadsPerRow = 4;  // a quad holds one accumulator row
 
-template <class T, int kHeadDim>
+template <class Tile>
 struct Sm90Epilogue {
-  using Tile = Sm90ForwardShape<T, kHeadDim>;
+  using T = typename Tile::Element;
 
   // `thread` counts the 256 consumer threads; rows at or past the sequence's end are not stored.
   template <class FragO>

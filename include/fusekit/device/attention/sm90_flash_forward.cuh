@@ -23,17 +23,17 @@ namespace fusekit::device::attention::sm90 {
 
 using namespace cute;
 
-template <class T, int kHeadDim>
-inline constexpr std::size_t kSmemBytes = sizeof(Sm90SharedStorage<T, kHeadDim>);
+template <class Tile>
+inline constexpr std::size_t kSmemBytes = sizeof(Sm90SharedStorage<Tile>);
 
-// Persistent: each CTA runs the query tiles LongestFirstScheduler gives it (sm90_tile_scheduler).
+// Persistent: each CTA runs the query tiles L2GroupedScheduler gives it (sm90_tile_scheduler).
 // NOTE: __launch_bounds__(kThreads, 1) gives the register cap at entry (65536 / 384 → 168) that
 // setmaxnreg needs to take effect; each role is one branch of a single if/else.
-template <class T, int kHeadDim>
-__global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const __grid_constant__ Sm90ForwardParams<T, kHeadDim> p) {
-  using Tile = Sm90ForwardShape<T, kHeadDim>;
-  using Mainloop = Sm90Mainloop<T, kHeadDim>;
-  using Storage = Sm90SharedStorage<T, kHeadDim>;
+template <class Tile>
+__global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const __grid_constant__ Sm90ForwardParams<Tile> p) {
+  using Mainloop = Sm90Mainloop<Tile>;
+  using Storage = Sm90SharedStorage<Tile>;
+  static_assert(sizeof(Storage) <= kSmemCapacity, "Q and the K/V stages exceed the shared memory of a CTA");
   using Pipeline = typename Tile::Pipeline;
   using PipelineState = typename Pipeline::PipelineState;
   extern __shared__ __align__(Storage::kSwizzleAlignment) unsigned char smem[];
@@ -59,8 +59,9 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
   Pipeline pipeline_v(storage.pipeline_v, pipeline_params, ClusterShape{});
   __syncthreads();  // every barrier is initialised before anyone waits on it
 
-  const LongestFirstScheduler scheduler{(p.base.seqlen_q + kBlockM - 1) / kBlockM, p.base.heads_q, p.batch,
-                                        p.section_heads};
+  // NOTE: a reference into the kernel's parameter space: the scheduler's fields are read from the
+  // constant bank when needed instead of holding consumer registers across the mainloop.
+  const L2GroupedScheduler& scheduler = p.scheduler;
   // Both roles walk the same tiles; a tile without visible keys loads nothing and stores O = 0.
   auto tile_geometry = [&](int tile, WorkTile& work, SequenceView& seq, int& m0) {
     work = scheduler.at(tile);
@@ -72,7 +73,8 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
     if (issuer) {
-      PipelineState state = cutlass::make_producer_start_state<Pipeline>();
+      PipelineState k_state = cutlass::make_producer_start_state<Pipeline>();
+      PipelineState v_state = k_state;
       int q_loads = 0;
       for (int tile = scheduler.first(); tile < scheduler.tiles(); tile = scheduler.next(tile)) {
         WorkTile work;
@@ -80,7 +82,9 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
         int m0 = 0;
         const KeyTiles tiles = tile_geometry(tile, work, seq, m0);
         if (tiles.count() == 0) continue;
-        Mainloop::load(p, storage, pipeline_k, pipeline_v, state, work, tiles, q_loads);
+        const int next = scheduler.next(tile);
+        if (next < scheduler.tiles()) Mainloop::prefetch_q(p, scheduler.at(next));
+        Mainloop::load(p, storage, pipeline_k, pipeline_v, k_state, v_state, work, tiles, q_loads);
         ++q_loads;
       }
     }
@@ -106,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
       }
       // NOTE: O leaves from registers, so this warpgroup's epilogue overlaps the other's GEMMs
       // and the producer's loads of the next tile.
-      Sm90Epilogue<T, kHeadDim>::store(p.base, seq, work, m0, thread, o, softmax);
+      Sm90Epilogue<Tile>::store(p.base, seq, work, m0, thread, o, softmax);
     }
     pingpong.finish();
   }

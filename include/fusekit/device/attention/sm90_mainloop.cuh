@@ -2,11 +2,14 @@
 // The mainloop of the Hopper attention forward kernel: the producer's TMA loads and the
 // consumers' wgmma GEMMs with the online softmax between them.
 //
-// Producer (one thread): Q once per query tile onto its own mbarrier (q_full; before the next
-// tile's Q it waits on q_empty, which all 256 consumer threads arrive on once their last S = Q·Kᵀ
-// of the tile has completed), then K_j and V_j for every key tile j through two kStages-deep
-// pipelines (full barrier: TMA bytes landed; empty barrier: all 256 consumer threads released
-// the stage). The pipelines' states carry on from one query tile to the next.
+// Producer (one thread), per query tile, in the order the consumers use the data: K of the first
+// key tile, Q onto its own mbarrier (q_full; before it the producer waits on q_empty, which all
+// 256 consumer threads arrive on once their last S = Q·Kᵀ of the previous tile has completed),
+// then K_{j+1} before V_j (a consumer's turn j issues S_{j+1} with P_j·V_j), then the last V. K
+// and V go through two kStages-deep pipelines (full barrier: TMA bytes landed; empty barrier: all
+// 256 consumer threads released the stage) whose states carry on from one query tile to the next,
+// so the next tile's first K loads while the consumers finish this one. The next tile's Q is
+// prefetched into L2 a whole tile ahead, so its load after q_empty is an L2 hit.
 //
 // Consumers (two warpgroups of 64 query rows each, pingponging; sm90_named_barriers.cuh), per
 // key tile j, overlapping the softmax of tile j with the P·V GEMM of tile j − 1 in the same
@@ -14,7 +17,7 @@
 //   issue S_j = Q·K_jᵀ (SS: both operands from shared memory)
 //   issue O += P_{j−1}·V_{j−1} (RS: P from registers)        ← both in one turn of the pingpong
 //   wait for S_j; release K_j; soft-cap, mask, online softmax of S_j (α_j, P_j unnormalised)
-//   wait for P·V; release V_{j−1}; O ← α_j·O; P_j rounded to 16 bits in registers
+//   (top of the next turn) wait for P·V; release V_{j−1}; O ← α_j·O; P_j rounded to 16 bits
 // then a last turn issues O += P_last·V_last. Registers live across a turn: S_j, P_{j−1}, O.
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
@@ -44,19 +47,19 @@ using TmaLoad = decltype(make_tma_copy(SM90_TMA_LOAD{},
                                        make_tensor(make_gmem_ptr(static_cast<const T*>(nullptr)), GmemLayout{}),
                                        SmemLayout{}));
 
-template <class T, int kHeadDim>
+template <class Tile>
 struct Sm90ForwardParams {
-  using Tile = Sm90ForwardShape<T, kHeadDim>;
+  using T = typename Tile::Element;
   FlashForwardParams base;  // pointers for the epilogue, lengths, mask and softmax scalars
   TmaLoad<T, typename Tile::SmemLayoutQ> tma_q;
   TmaLoad<T, typename Tile::SmemLayoutKVStage> tma_k, tma_v;
   int heads_kv = 0, batch = 0;
-  int section_heads = 1;  // the tile scheduler's (batch, head) pairs per section
+  L2GroupedScheduler scheduler;
 };
 
-template <class T, int kHeadDim>
+template <class Tile>
 struct Sm90SharedStorage {
-  using Tile = Sm90ForwardShape<T, kHeadDim>;
+  using T = typename Tile::Element;
   // NOTE: 1024-byte alignment: the 128-byte swizzle repeats every 8 rows of 128 bytes, and TMA
   // and the wgmma descriptors (base offset 0) both assume a tile starts on that period.
   static constexpr std::size_t kSwizzleAlignment = 1024;
@@ -111,37 +114,50 @@ __device__ __forceinline__ void round_probabilities(const FragS& s, FragP& p) {
   }
 }
 
-template <class T, int kHeadDim>
+template <class Tile>
 struct Sm90Mainloop {
-  using Tile = Sm90ForwardShape<T, kHeadDim>;
-  using Params = Sm90ForwardParams<T, kHeadDim>;
-  using Storage = Sm90SharedStorage<T, kHeadDim>;
+  using T = typename Tile::Element;
+  using Params = Sm90ForwardParams<Tile>;
+  using Storage = Sm90SharedStorage<Tile>;
   using Pipeline = typename Tile::Pipeline;
   using PipelineState = typename Pipeline::PipelineState;
   using BlockM = typename Tile::BlockM;
   using BlockN = typename Tile::BlockN;
   using HeadDim = typename Tile::HeadDim;
   static constexpr int kBlockN = Tile::kBlockN;
+  static constexpr int kHeadDim = Tile::kHeadDim;
+  // NOTE: make_shape takes its arguments by reference; a copy keeps the static member from being
+  // odr-used in device code (it has no storage there).
+  static constexpr int head_dim() { return kHeadDim; }
 
-  // The producer's loads for one query tile, the CTA's q_loads-th with key tiles: Q, then K_j and
-  // V_j for j in `tiles`. Run by one thread; `state` carries over from tile to tile.
-  __device__ static void load(Params const& p, Storage& storage, Pipeline& pipeline_k, Pipeline& pipeline_v,
-                              PipelineState& state, const WorkTile& work, KeyTiles tiles, int q_loads) {
-    const int kv_head = work.head / p.base.group;
-    Tensor m_q = p.tma_q.get_tma_tensor(make_shape(p.base.seqlen_q, kHeadDim, p.base.heads_q, p.batch));
-    Tensor m_k = p.tma_k.get_tma_tensor(make_shape(p.base.seqlen_k, kHeadDim, p.heads_kv, p.batch));
-    Tensor m_v = p.tma_v.get_tma_tensor(make_shape(p.base.seqlen_k, kHeadDim, p.heads_kv, p.batch));
+  // Q of a query tile as TMA sees it: (TMA, 1, 1).
+  __device__ static auto q_tile(Params const& p, const WorkTile& work) {
+    Tensor m_q = p.tma_q.get_tma_tensor(make_shape(p.base.seqlen_q, head_dim(), p.base.heads_q, p.batch));
     Tensor g_q = local_tile(m_q(_, _, work.head, work.batch), Shape<BlockM, HeadDim>{}, make_coord(work.m_block, 0));
+    return p.tma_q.get_slice(0).partition_S(g_q);
+  }
+
+  // Brings a later query tile's Q into L2 (no shared memory, no barrier). Run by one thread.
+  __device__ static void prefetch_q(Params const& p, const WorkTile& work) { prefetch(p.tma_q, q_tile(p, work)); }
+
+  // The producer's loads for one query tile, the CTA's q_loads-th with key tiles: K and V for j in
+  // `tiles` and Q, in the order of the header. Run by one thread; `k_state` and `v_state` carry
+  // over from tile to tile.
+  __device__ static void load(Params const& p, Storage& storage, Pipeline& pipeline_k, Pipeline& pipeline_v,
+                              PipelineState& k_state, PipelineState& v_state, const WorkTile& work, KeyTiles tiles,
+                              int q_loads) {
+    const int kv_head = work.head / p.base.group;
+    Tensor m_k = p.tma_k.get_tma_tensor(make_shape(p.base.seqlen_k, head_dim(), p.heads_kv, p.batch));
+    Tensor m_v = p.tma_v.get_tma_tensor(make_shape(p.base.seqlen_k, head_dim(), p.heads_kv, p.batch));
     Tensor g_k = local_tile(m_k(_, _, kv_head, work.batch), Shape<BlockN, HeadDim>{}, make_coord(_, 0));
     Tensor g_v = local_tile(m_v(_, _, kv_head, work.batch), Shape<BlockN, HeadDim>{}, make_coord(_, 0));
     Tensor s_q = make_tensor(make_smem_ptr(storage.q.data()), typename Tile::SmemLayoutQ{});
     Tensor s_k = make_tensor(make_smem_ptr(storage.k.data()), typename Tile::SmemLayoutKV{});
     Tensor s_v = make_tensor(make_smem_ptr(storage.v.data()), typename Tile::SmemLayoutKV{});
-    auto cta_q = p.tma_q.get_slice(0);
     auto cta_k = p.tma_k.get_slice(0);
     auto cta_v = p.tma_v.get_slice(0);
-    Tensor t_gq = cta_q.partition_S(g_q);  // (TMA, 1, 1)
-    Tensor t_sq = cta_q.partition_D(s_q);
+    Tensor t_gq = q_tile(p, work);  // (TMA, 1, 1)
+    Tensor t_sq = p.tma_q.get_slice(0).partition_D(s_q);
     Tensor t_gk = cta_k.partition_S(g_k);  // (TMA, 1, 1, key tiles)
     Tensor t_sk = cta_k.partition_D(s_k);  // (TMA, 1, 1, stages)
     Tensor t_gv = cta_v.partition_S(g_v);
@@ -149,16 +165,25 @@ struct Sm90Mainloop {
 
     // NOTE: rows past seqlen_q or seqlen_k are zero-filled by TMA and still count in the
     // transaction bytes, so every barrier expects whole tiles.
+    auto load_k = [&](int n) {
+      pipeline_k.producer_acquire(k_state);
+      copy(p.tma_k.with(*pipeline_k.producer_get_barrier(k_state)), t_gk(_, _, _, n), t_sk(_, _, _, k_state.index()));
+      ++k_state;
+    };
+    auto load_v = [&](int n) {
+      pipeline_v.producer_acquire(v_state);
+      copy(p.tma_v.with(*pipeline_v.producer_get_barrier(v_state)), t_gv(_, _, _, n), t_sv(_, _, _, v_state.index()));
+      ++v_state;
+    };
+    load_k(tiles.begin);
     if (q_loads > 0) cutlass::arch::ClusterBarrier::wait(&storage.q_empty, q_phase(q_loads - 1));
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Tile::kTileBytesQ);
     copy(p.tma_q.with(storage.q_full), t_gq, t_sq);
-    for (int n = tiles.begin; n < tiles.end; ++n) {
-      pipeline_k.producer_acquire(state);
-      copy(p.tma_k.with(*pipeline_k.producer_get_barrier(state)), t_gk(_, _, _, n), t_sk(_, _, _, state.index()));
-      pipeline_v.producer_acquire(state);
-      copy(p.tma_v.with(*pipeline_v.producer_get_barrier(state)), t_gv(_, _, _, n), t_sv(_, _, _, state.index()));
-      ++state;
+    for (int n = tiles.begin + 1; n < tiles.end; ++n) {
+      load_k(n);
+      load_v(n - 1);
     }
+    load_v(tiles.end - 1);
   }
 
   // A consumer warpgroup's work on one query tile, the CTA's q_loads-th with key tiles: after it,
@@ -192,6 +217,14 @@ struct Sm90Mainloop {
       softmax.update(scores, p.base.scale_log2, alpha);
     };
 
+    // P_{j−1}·V_{j−1} has completed: V_{j−1} is released and O brought to tile j's row max.
+    auto retire_pv = [&] {
+      warpgroup_wait<0>();
+      pipeline_v.consumer_release(v_state);
+      ++v_state;
+      OnlineSoftmax<2>::rescale(out, alpha);
+    };
+
     cutlass::arch::ClusterBarrier::wait(&storage.q_full, q_phase(q_loads));
     // Tile 0: S only.
     pipeline_k.consumer_wait(k_state);
@@ -202,9 +235,15 @@ struct Sm90Mainloop {
     pipeline_k.consumer_release(k_state);
     ++k_state;
     softmax_of_tile(tiles.begin);
-    round_probabilities(t_rs, t_rp);
 
     for (int n = tiles.begin + 1; n < tiles.end; ++n) {
+      // NOTE: the previous turn's P·V is retired here, at the top of the next turn, and not right
+      // after that turn's softmax: ptxas places a wgmma wait as early as its basic block allows,
+      // and with the softmax in the same block it put the wait above the softmax (SASS of
+      // 2026-11-29), so the softmax ran after this warpgroup's own P·V instead of under it. The
+      // loop's branch keeps the two in separate blocks.
+      if (n > tiles.begin + 1) retire_pv();
+      round_probabilities(t_rs, t_rp);
       pipeline_k.consumer_wait(k_state);
       pipeline_v.consumer_wait(v_state);
       pingpong.wait_turn();
@@ -215,12 +254,9 @@ struct Sm90Mainloop {
       pipeline_k.consumer_release(k_state);
       ++k_state;
       softmax_of_tile(n);
-      warpgroup_wait<0>();
-      pipeline_v.consumer_release(v_state);
-      ++v_state;
-      OnlineSoftmax<2>::rescale(out, alpha);
-      round_probabilities(t_rs, t_rp);
     }
+    if (tiles.count() > 1) retire_pv();
+    round_probabilities(t_rs, t_rp);
 
     // Every S = Q·Kᵀ of this tile has completed: the producer may load the next tile's Q.
     cutlass::arch::ClusterBarrier::arrive(&storage.q_empty);

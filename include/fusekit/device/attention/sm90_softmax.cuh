@@ -42,6 +42,10 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(kFullMask, x, 2);
 }
 
+// Independent partial maxima per row: one chain over a thread's kBlockN/4 scores of a row is that
+// many dependent FMNMX before the first exponential of the row can start.
+inline constexpr int kMaxChains = 4;
+
 template <int kRows>
 struct OnlineSoftmax {
   // Running max of the raw scores (before c) and this thread's part of the running sum (the
@@ -64,9 +68,15 @@ struct OnlineSoftmax {
     static_assert(decltype(size<0>(s))::value == kRows, "one statistic per accumulator row");
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      float tile_max = row_max[r];
+      static_assert(decltype(size<1>(s))::value % kMaxChains == 0, "whole chains per row");
+      float chain_max[kMaxChains];
 #pragma unroll
-      for (int c = 0; c < size<1>(s); ++c) tile_max = fmaxf(tile_max, s(r, c));
+      for (int k = 0; k < kMaxChains; ++k) chain_max[k] = row_max[r];
+#pragma unroll
+      for (int c = 0; c < size<1>(s); ++c) chain_max[c % kMaxChains] = fmaxf(chain_max[c % kMaxChains], s(r, c));
+      float tile_max = chain_max[0];
+#pragma unroll
+      for (int k = 1; k < kMaxChains; ++k) tile_max = fmaxf(tile_max, chain_max[k]);
       tile_max = quad_max(tile_max);
       // NOTE: a row that has seen no visible key keeps max −∞; subtracting 0 then gives p = 0
       // and α = 0 instead of exp2(−∞ + ∞) = NaN.

@@ -6,18 +6,28 @@
 //   D =  64, kBlockN = 128: 64 + 32 + 32 = 128 (+ addresses, row statistics) of 240.
 //   D = 128, kBlockN = 128: 64 + 32 + 64 = 160 of 240. 128 query rows per warpgroup would need
 //            S and O twice over (320): too many, so each warpgroup owns 64 rows and the CTA 128.
-//   D = 256, kBlockN =  64: 32 + 16 + 128 = 176 of 240; shared memory, not registers, bounds
-//            kBlockN: Q 64 KB + 2 stages × (K + V) 2 × 32 KB = 192 KB of 227 KB. 80 keys would
-//            take 224 KB and spilled 4 bytes (ptxas, 2026-11-29).
-// Shared memory at D = 128: Q 32 KB + 2 stages × (K + V) 2 × 32 KB = 160 KB. kBlockN = 176,
-// FlashAttention-3's non-causal choice, takes 208 KB and compiled without spills: the first
-// tuning step once this version is measured (docs/hopper_attention.md).
+//            kBlockN = 176 (FlashAttention-3's non-causal choice): 88 + 44 + 64 = 196.
+//   D = 256, kBlockN =  64: 32 + 16 + 128 = 176 of 240. 80 keys spilled 4 bytes (ptxas,
+//            2026-11-29).
+// Shared memory (of the 227 KB a CTA may take) holds Q and kStages × (K + V); a deeper K/V
+// pipeline buys lead time for the loads (an L2 hit of a 32 KB TMA tile takes about one key
+// tile's GEMMs at D = 128):
+//   D =  64, kBlockN = 128: Q 16 KB + 4 stages × 2 × 16 KB = 144 KB.
+//   D = 128, kBlockN = 128: Q 32 KB + 3 stages × 2 × 32 KB = 224 KB.
+//   D = 128, kBlockN = 176: Q 32 KB + 2 stages × 2 × 44 KB = 208 KB (3 stages would be 296 KB).
+//   D = 256, kBlockN =  64: Q 64 KB + 2 stages × 2 × 32 KB = 192 KB (3 stages: 256 KB).
 #include <cute/tensor.hpp>
+// The wgmma shapes outside CuTe's default set (N = 176 among them), without the macro that would
+// also change ss_op_selector for every other user of CuTe.
+#include <cute/arch/mma_sm90_gmma_ext.hpp>
+#include <cute/atom/mma_traits_sm90_gmma_ext.hpp>
 #include <cutlass/numeric_conversion.h>
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "fusekit/device/attention/attention_params.hpp"
 
@@ -32,7 +42,6 @@ inline constexpr int kWarpgroups = 1 + kConsumers;  // + the producer
 inline constexpr int kThreads = kWarpgroups * kWarpgroupThreads;
 inline constexpr int kBlockM = kConsumers * kWgmmaRows;  // query rows per CTA tile
 static_assert(kBlockM == kSm90BlockM, "the host counts tiles with kSm90BlockM");
-inline constexpr int kStages = 2;         // K and V shared-memory stages
 // setmaxnreg: 128 × (24 + 2 × 240) = 64512 of the SM's 65536 registers. The producer only
 // issues TMA from one thread; the consumers hold S, P and O (see the arithmetic above).
 inline constexpr int kProducerRegisters = 24;
@@ -44,15 +53,40 @@ static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumers * kConsumerRe
 // later experiment).
 using ClusterShape = Shape<_1, _1, _1>;
 
-template <int kHeadDim> struct Sm90TileN;
-template <> struct Sm90TileN<64> { static constexpr int kBlockN = 128; };
-template <> struct Sm90TileN<128> { static constexpr int kBlockN = 128; };
-template <> struct Sm90TileN<256> { static constexpr int kBlockN = 64; };
+// Keys per tile and K/V shared-memory stages per head dim (the arithmetic above).
+template <int kHeadDim> struct Sm90KeyTiling;
+template <> struct Sm90KeyTiling<64> { static constexpr int kBlockN = 128, kStages = 4; };
+template <> struct Sm90KeyTiling<128> { static constexpr int kBlockN = 128, kStages = 3; };
+template <> struct Sm90KeyTiling<256> { static constexpr int kBlockN = 64, kStages = 2; };
 
-// T is cutlass::bfloat16_t or cutlass::half_t.
-template <class T, int kHeadDim>
+// The wgmma of S = Q·Kᵀ: one instruction per 16-wide k-step covering all kBlockN keys, so that Q
+// is read from shared memory once per k-step. NOTE: without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+// CuTe's ss_op_selector skips N = 176 and falls back to eleven 64×16 wgmmas (SASS:
+// HGMMA.64x16x16), each re-reading Q; so the 64×176 atom is named here.
+inline constexpr int kWideBlockN = 176;
+template <class T, int kBlockN, class TileShape>
+constexpr auto qk_mma_atom() {
+  if constexpr (kBlockN != kWideBlockN) {
+    return GMMA::ss_op_selector<T, T, float, TileShape>();
+  } else if constexpr (std::is_same_v<T, cutlass::bfloat16_t>) {
+    return SM90::GMMA::MMA_64x176x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{};
+  } else {
+    return SM90::GMMA::MMA_64x176x16_F32F16F16_SS<GMMA::Major::K, GMMA::Major::K>{};
+  }
+}
+
+// The largest dynamic shared memory a CTA may opt into on sm_90.
+inline constexpr std::size_t kSmemCapacity = 227 * 1024;
+
+// Everything the kernel's parts derive from one head dim's tiling. T is cutlass::bfloat16_t or
+// cutlass::half_t.
+template <class T, int kHeadDim_, int kBlockN_ = Sm90KeyTiling<kHeadDim_>::kBlockN,
+          int kStages_ = Sm90KeyTiling<kHeadDim_>::kStages>
 struct Sm90ForwardShape {
-  static constexpr int kBlockN = Sm90TileN<kHeadDim>::kBlockN;
+  using Element = T;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
   using BlockM = Int<kBlockM>;
   using BlockN = Int<kBlockN>;
   using HeadDim = Int<kHeadDim>;
@@ -72,7 +106,7 @@ struct Sm90ForwardShape {
 
   // Both consumer warpgroups in one tiled MMA: warpgroup w owns rows [64w, 64w + 64).
   using AtomLayout = Layout<Shape<Int<kConsumers>, _1, _1>>;
-  using TiledMmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<Int<kWgmmaRows>, BlockN, HeadDim>>(),
+  using TiledMmaQK = decltype(make_tiled_mma(qk_mma_atom<T, kBlockN, Shape<Int<kWgmmaRows>, BlockN, HeadDim>>(),
                                              AtomLayout{}));
   using TiledMmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<Int<kWgmmaRows>, HeadDim, BlockN>, GMMA::Major::K, GMMA::Major::MN>(),
