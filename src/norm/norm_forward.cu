@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <type_traits>
 
 #include "../row/row_launch.cuh"
@@ -102,17 +103,25 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   const device::Access access =
       rows::access_for(kChunkElements, shape.n, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
   if (rows::residence_for(access, shape.n, a.x.dtype, device::kSharedNormMinChunks) == device::Residence::Shared) {
-    // Persistent CTAs with the weight, the bias and two rows in shared memory: CTAs narrow enough
-    // that every plane fits.
+    // Persistent CTAs with the weight, the bias and two rows in shared memory, in CTAs narrow
+    // enough that every plane fits; one row buffer where two do not fit even in 16-CTA clusters
+    // (f32 LayerNorm rows of 262144).
     using Config = device::SharedRows;
-    const int planes = device::staged_planes(p.weight, p.bias);
-    const auto plane_budget = static_cast<int>(kStagedSharedBytes / static_cast<std::size_t>(planes));
-    const int cta_threads = std::min(Config::kMaxThreads, plane_budget / (Config::kChunks * device::kChunkBytes) /
-                                                              device::kWarpThreads * device::kWarpThreads);
-    p.layout = rows::plan<Config>("x", shape.n, a.x.dtype, cta_threads);
+    std::size_t bytes = 0;
+    for (p.row_buffers = device::kStagedRowBuffers; p.row_buffers >= 1; --p.row_buffers) {
+      const int planes = device::staged_planes(p.weight, p.bias, p.row_buffers);
+      const auto plane_budget = static_cast<int>(kStagedSharedBytes / static_cast<std::size_t>(planes));
+      const int cta_threads = std::min(Config::kMaxThreads, plane_budget / (Config::kChunks * device::kChunkBytes) /
+                                                                device::kWarpThreads * device::kWarpThreads);
+      p.layout = rows::plan<Config>("x", shape.n, a.x.dtype, cta_threads);
+      bytes = device::SharedRowTile<T, Config>::bytes(p.layout) * static_cast<std::size_t>(planes);
+      if (bytes <= kStagedSharedBytes) break;
+    }
+    require(p.row_buffers >= 1, "x row length", "at most " + std::to_string(device::max_row_length<Config>(
+                                                                 static_cast<int>(dtype_size(a.x.dtype)), rows::max_cluster_ctas())) +
+                                                    " with weight and bias staged", shape.n);
     rows::launch_persistent(device::norm_forward_staged_kernel<T, Out, Config>, p.layout, shape.rows, p, stream,
-                            "norm_forward_staged_kernel",
-                            device::SharedRowTile<T, Config>::bytes(p.layout) * static_cast<std::size_t>(planes));
+                            "norm_forward_staged_kernel", bytes);
     return;
   }
   rows::with_access(access, [&](auto kAccess) {

@@ -39,6 +39,7 @@ struct NormForwardParams {
   std::int64_t rows = 0, rows_per_batch = 1;
   int n = 0;
   RowLayout layout;
+  int row_buffers = 2;  // staged kernel: 2 (the next row lands during this one) or 1 (too long for 2)
   float eps = 0.0f;
   NormKind kind = NormKind::RmsNorm;
   QuantScale quant = QuantScale::None;
@@ -97,8 +98,8 @@ inline constexpr int kStagedRowBuffers = 2;
 __host__ __device__ inline int affine_planes(const void* weight, const void* bias) {
   return (weight != nullptr ? 1 : 0) + (bias != nullptr ? 1 : 0);
 }
-__host__ __device__ inline int staged_planes(const void* weight, const void* bias) {
-  return affine_planes(weight, bias) + kStagedRowBuffers;
+__host__ __device__ inline int staged_planes(const void* weight, const void* bias, int row_buffers) {
+  return affine_planes(weight, bias) + row_buffers;
 }
 
 // y of one chunk h of the row (columns c … c + kE) from its weight w and bias b (absent: 1, 0):
@@ -273,8 +274,9 @@ __global__ void __launch_bounds__(Config::kMaxThreads, Config::kMinCtas) norm_fo
 }
 
 // Rows staged in shared memory: persistent CTA groups (one row per CTA, or per cluster), group g
-// of G taking rows g, g + G, …; the weight and bias are staged once, and the next row's copy is
-// in flight while this one is reduced and stored.
+// of G taking rows g, g + G, …; the weight and bias are staged once, and with two row buffers
+// the next row's copy is in flight while this one is reduced and stored (with one, rows too long
+// for two, it starts after).
 template <class T, class Out, class Config>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_staged_kernel(const NormForwardParams p) {
   using Tile = SharedRowTile<T, Config>;
@@ -283,18 +285,30 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_staged_ke
   const std::int64_t groups = gridDim.x / p.layout.cluster;
   const AffineSource<Residence::Shared, T, Config> affine(p, first.slot, p.n);
   const int buffers = affine_planes(p.weight, p.bias);
-  const auto x_row = [&](std::int64_t row) { return p.x.row<const T>(row, p.rows_per_batch); };
-  if (first.row < p.rows) Tile(first.slot, buffers).template copy<Access::Vector>(x_row(first.row), first.slot, p.n);
+  const bool double_buffered = p.row_buffers == kStagedRowBuffers;
+  const auto copy_row = [&](std::int64_t row, int buffer) {
+    Tile(first.slot, buffers + buffer).template copy<Access::Vector>(p.x.row<const T>(row, p.rows_per_batch), first.slot, p.n);
+  };
+  if (first.row < p.rows) copy_row(first.row, 0);
   Tile::commit();
   int iteration = 0;
   for (std::int64_t row = first.row; row < p.rows; row += groups, ++iteration) {
-    const int parity = iteration % kStagedRowBuffers;
-    if (row + groups < p.rows)
-      Tile(first.slot, buffers + 1 - parity).template copy<Access::Vector>(x_row(row + groups), first.slot, p.n);
-    Tile::commit();
-    Tile::template wait<1>();  // this row (and the weight and bias) landed; the next may still fly
-    Tile h(first.slot, buffers + parity);
+    const int parity = iteration % 2;
+    const bool more = row + groups < p.rows;
+    const int buffer = double_buffered ? parity : 0;
+    if (double_buffered) {
+      if (more) copy_row(row + groups, 1 - parity);
+      Tile::commit();
+      Tile::template wait<1>();  // this row (and the weight and bias) landed; the next may still fly
+    } else {
+      Tile::template wait<0>();
+    }
+    Tile h(first.slot, buffers + buffer);
     norm_forward_row<T, Out, Config, Access::Vector>(p, RowPosition{row, first.slot}, h, affine, parity);
+    if (!double_buffered && more) {
+      copy_row(row + groups, 0);  // this thread's own chunks, all read above
+      Tile::commit();
+    }
   }
   cluster_finish(p.layout);
 }
