@@ -102,11 +102,17 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   if (job.amax) p.amax = static_cast<float*>(job.amax->data);
   const device::Access access =
       rows::access_for(kChunkElements, shape.n, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
-  if (rows::residence_for(access, shape.n, a.x.dtype, device::kSharedNormMinChunks) == device::Residence::Shared) {
+  const device::Residence residence = rows::residence_for(access, shape.n, a.x.dtype, device::kSharedNormMinChunks);
+  // NOTE: measured on the H200 (docs/performance.md, bf16): the persistent staged kernel ran RMSNorm
+  // at 3.57–3.77 TB/s at 16384–32768 columns against 3.17 for a CTA per row, but LayerNorm and
+  // add+RMSNorm slower (2.2 and 2.9 against 3.0 and 3.3): each of their rows waits on a global
+  // load the prefetch does not cover (the mean's guess, the residual), with one row per CTA.
+  const bool persistent = residence == device::Residence::Shared && a.kind == NormKind::RmsNorm && !job.residual;
+  if (persistent) {
     // Persistent CTAs with the weight, the bias and two rows in shared memory, in CTAs narrow
     // enough that every plane fits; one row buffer where two do not fit even in 16-CTA clusters
     // (f32 LayerNorm rows of 262144).
-    using Config = device::SharedRows;
+    using Config = device::StagedNormRows;
     std::size_t bytes = 0;
     for (p.row_buffers = device::kStagedRowBuffers; p.row_buffers >= 1; --p.row_buffers) {
       const int planes = device::staged_planes(p.weight, p.bias, p.row_buffers);
@@ -124,11 +130,11 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                             "norm_forward_staged_kernel", bytes);
     return;
   }
-  rows::with_access(access, [&](auto kAccess) {
-    using Config = rows::ConfigFor<NormConfig<T, Out>, kAccess>;
+  rows::with_placement(access, residence, [&](auto kAccess, auto kResidence) {
+    using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
     p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
-    rows::launch(device::norm_forward_kernel<T, Out, Config, kAccess>, p.layout, shape.rows, p, stream,
-                 "norm_forward_kernel");
+    rows::launch(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence>, p.layout, shape.rows, p, stream,
+                 "norm_forward_kernel", rows::shared_bytes<kResidence, T, Config>(p.layout));
   });
 }
 

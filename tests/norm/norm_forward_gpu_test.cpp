@@ -112,6 +112,41 @@ TEST_P(NormForwardGpu, MatchesReferenceOnEveryLayout) {
   }
 }
 
+// Long RMSNorm rows run on persistent CTAs that loop over rows, the next row's copy landing in a
+// second shared buffer (or, where two buffers do not fit beside the weight and bias, after the
+// row): more rows than CTA groups fit on the GPU, so every group takes several, both ways.
+TEST_P(NormForwardGpu, StagedRowsLoopOverManyRows) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  // 700 rows of 16384: two buffers; 40 f32 rows of 262144 with weight and bias: 16-CTA clusters, one.
+  const Shape shapes[] = {{700, 16384, 16384}, {40, 262144, 262144}};
+  for (const Shape& s : shapes) {
+    if (!supported(dt, s) || (s.n > 16384 && dt != DType::F32)) continue;
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n);
+    Padded x(dt, s), y(dt, s);
+    DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
+    fill_uniform(x.view, seed, -2.0f, 2.0f);
+    fill_uniform(weight, seed + 1, -2.0f, 2.0f);
+    fill_uniform(bias, seed + 2, -1.0f, 1.0f);
+    poison(y.view);
+    poison(rstd);
+    NormForwardArgs a;
+    a.kind = kind;
+    a.x = x.view;
+    a.y = y.view;
+    a.weight = weight;
+    a.bias = bias;
+    if (kind == NormKind::LayerNorm) a.mean = mean;
+    a.rstd = rstd;
+    norm_forward(a);
+    const auto want = reference::norm_forward(kind, to_matrix(x.view), download(weight), download(bias), a.eps);
+    EXPECT_LE(rel_l2(download(y.view), want.y.data), bench::tolerance(dt));
+    expect_stats(mean, rstd, want, kind);
+  }
+}
+
 // LayerNorm centres its one-pass sums on each row's first element; a first element far out in
 // the tail (here 1000× the spread of the rest, then the reverse: a near-constant row whose first
 // element differs) must take the second, centred reduction and still match the reference.

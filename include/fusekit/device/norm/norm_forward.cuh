@@ -260,21 +260,22 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   }
 }
 
-// Rows in registers: one row group per CTA (or cluster).
-template <class T, class Out, class Config, Access kAccess>
+// One row group per CTA (or cluster), the row held in registers or, for long rows, staged in
+// shared memory; the weight and bias are read through L1.
+template <class T, class Out, class Config, Access kAccess, Residence kResidence>
 __global__ void __launch_bounds__(Config::kMaxThreads, Config::kMinCtas) norm_forward_kernel(const NormForwardParams p) {
   cluster_begin(p.layout);
   const RowPosition at = RowPosition::of(p.layout);
   const int n = at.row < p.rows ? p.n : 0;
-  RowTile<T, Config> h;
+  TileOf<kResidence, T, Config> h(at.slot);
   h.template load<kAccess>(p.x.row<const T>(at.address(p.rows), p.rows_per_batch), at.slot, n);
   const AffineSource<Residence::Registers, T, Config> affine(p, at.slot, n);
   norm_forward_row<T, Out, Config, kAccess>(p, at, h, affine, 0);
   cluster_finish(p.layout);
 }
 
-// Rows staged in shared memory: persistent CTA groups (one row per CTA, or per cluster), group g
-// of G taking rows g, g + G, …; the weight and bias are staged once, and with two row buffers
+// RMSNorm rows staged in shared memory: persistent CTA groups (one row per CTA, or per cluster),
+// group g of G taking rows g, g + G, …; the weight and bias are staged once, and with two row buffers
 // the next row's copy is in flight while this one is reduced and stored (with one, rows too long
 // for two, it starts after).
 template <class T, class Out, class Config>

@@ -69,6 +69,11 @@ enum class Residence : std::uint8_t {
 // 16 CTAs (non-portable, sm_90) hold 1 MiB rows (262144 f32). Up to 128 registers: the f32 norms
 // spilled at the 80 that three CTAs of 256 threads allow.
 using SharedRows = RowConfig<16, 256, 2, kMaxNonPortableClusterCtas>;
+// The norms' persistent staged kernels: rows in shared memory read by many threads of few chunks
+// each (16 warps or more per SM even when the row, the weight and the bias fill the SM's shared
+// memory: at 16 chunks per thread, 4–8 warps per SM ran LayerNorm at 1.8 TB/s).
+using StagedNormRows = RowConfig<8, kMaxRowThreads / 2, 1, kMaxNonPortableClusterCtas>;
+
 // Rows of at least these many chunks are staged in shared memory. Measured on the H200
 // (docs/performance.md, bf16, 2^27 elements): softmax at 8192 columns 3.01 TB/s in registers
 // (256-thread rows), 3.94 staged; RMSNorm at 8192 3.54 in registers, 3.31 staged (its weight
