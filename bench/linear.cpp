@@ -10,6 +10,8 @@
 #include "fusekit/gemm.hpp"
 #include "fusekit/numerics.hpp"
 #include "fusekit/pointwise.hpp"
+#include "fusekit/pointwise_chain.hpp"
+#include "fusekit/reference/epilogue.hpp"
 #include "fusekit/reference/gemm.hpp"
 #include "fusekit/runtime.hpp"
 #include "fusekit/transfer.hpp"
@@ -37,6 +39,7 @@ TensorView row_view(const TensorView& t, std::int64_t row) {
   return TensorView::matrix(base, t.dtype, 1, t.shape[1], t.strides[0]);
 }
 
+// Compares the checked rows of `out` with `expected` (one row per checked row, out's columns).
 Check check_rows(const LinearState& s, const TensorView& out, const reference::Matrix& expected, std::string what) {
   Check c;
   c.bound = tolerance(s.dtype);
@@ -44,7 +47,7 @@ Check check_rows(const LinearState& s, const TensorView& out, const reference::M
   double diff_sq = 0, ref_sq = 0;
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     const auto got = download(row_view(out, s.rows[i]));
-    for (std::int64_t j = 0; j < s.shape.n; ++j) {
+    for (std::int64_t j = 0; j < expected.cols; ++j) {
       const double e = expected(static_cast<std::int64_t>(i), j);
       const double g = got[static_cast<std::size_t>(j)];
       if (!std::isfinite(g)) continue;  // counted in nonfinite already
@@ -58,6 +61,94 @@ Check check_rows(const LinearState& s, const TensorView& out, const reference::M
   return c;
 }
 
+// Y = silu(X·W1ᵀ) ⊙ (X·W3ᵀ) with W1 and W3 interleaved in blocks of kGateBlock rows of W.
+LadderRun make_swiglu_ladder(const LinearOptions& o, std::uint64_t seed) {
+  const auto [m, n_out, k] = o.shape;
+  const std::int64_t n = 2 * n_out;  // rows of W, columns of X·Wᵀ
+  require(n_out % kGateBlock == 0, "n (columns of Y)", fmt::format("a multiple of {}", kGateBlock), n_out);
+  auto s = std::make_shared<LinearState>();
+  s->shape = o.shape;
+  s->dtype = o.dtype;
+  s->x = DeviceTensor(o.dtype, {m, k});
+  s->w = DeviceTensor(o.dtype, {n, k});
+  s->t1 = DeviceTensor(o.dtype, {m, n});
+  s->y = DeviceTensor(o.dtype, {m, n_out});
+  const float w_range = static_cast<float>(std::sqrt(kUniformVarianceFactor / static_cast<double>(k)));
+  fill_uniform(s->x, seed, -1.0f, 1.0f);
+  fill_uniform(s->w, seed + 1, -w_range, w_range);
+
+  s->rows = rows_to_check(m, o.scope, seed);
+  reference::GemmProblem p;
+  p.a = reference::Matrix(m, k);
+  p.a.data = download(s->x);
+  p.b = reference::Matrix(n, k);
+  p.b.data = download(s->w);
+  p.trans_b = Transpose::Yes;
+  p.epilogue = Epilogue::Default;
+  s->expected_gemm = reference::gemm_rows(p, s->rows);
+  const EpilogueSpec chain = EpilogueSpec{}.swiglu(kGateBlock);
+  s->expected_linear.d = reference::apply_epilogue(chain, s->expected_gemm.d, {}).out;
+  const std::string what = s->rows.size() == static_cast<std::size_t>(m)
+                               ? "every row vs CPU double reference"
+                               : fmt::format("{} sampled rows vs CPU double reference (seed {})", s->rows.size(), seed);
+
+  LadderRun ladder;
+  ladder.ladder = "swiglu";
+  ladder.shape = fmt::format("{}x{}x{}", m, n, k);
+  ladder.dtype = std::string(dtype_name(o.dtype));
+  ladder.baseline = "unfused";
+  const double flops = 2.0 * m * n * k;
+  const double esz = static_cast<double>(dtype_size(o.dtype));
+  const double io_bytes = esz * (m * k + n * k + m * n_out);
+
+  ladder.rungs.push_back(Rung{
+      "gemm", "plain GEMM into [M, 2N], no epilogue (peer line)",
+      [s](cudaStream_t st) {
+        GemmArgs g;
+        g.a = s->x;
+        g.b = s->w;
+        g.trans_b = Transpose::Yes;
+        g.d = s->t1;
+        gemm(s->handle, g, st);
+      },
+      [s](cudaStream_t st) { poison(s->t1, st); },
+      [s, what] { return check_rows(*s, s->t1, s->expected_gemm.d, what); }, flops, esz * (m * k + n * k + m * n)});
+  ladder.rungs.push_back(Rung{
+      "unfused",
+      "cuBLASLt GEMM into [M, 2N], then the one-pass SwiGLU pointwise kernel (no cuBLASLt epilogue has a gate)",
+      [s, chain](cudaStream_t st) {
+        GemmArgs g;
+        g.a = s->x;
+        g.b = s->w;
+        g.trans_b = Transpose::Yes;
+        g.d = s->t1;
+        gemm(s->handle, g, st);
+        pointwise_chain({chain, s->t1, {}, s->y}, st);
+      },
+      [s](cudaStream_t st) {
+        poison(s->t1, st);
+        poison(s->y, st);
+      },
+      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+  const auto fused_rung = [&](const char* name, const char* description, GemmBackend backend) {
+    ladder.rungs.push_back(Rung{
+        name, description,
+        [s, chain, backend](cudaStream_t st) { fused_gemm(s->fused, {s->x, s->w, s->y, chain, {}}, backend, st); },
+        [s](cudaStream_t st) { poison(s->y, st); },
+        [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+  };
+  fused_rung("portable", "Level 2: fusekit's mma.sync kernel, the gate paired in its shared-memory staged epilogue",
+             GemmBackend::Portable);
+  try {
+    plan_fused_gemm({s->x, s->w, s->y, chain, {}}, GemmBackend::Sm90);
+    fused_rung("hopper", "Level 2: the CUTLASS Hopper kernel with the gate in its epilogue", GemmBackend::Sm90);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Unsupported) throw;
+    fmt::print("swiglu: no hopper rung ({})\n", e.what());
+  }
+  return ladder;
+}
+
 }  // namespace
 
 LadderRun make_linear_ladder(const LinearOptions& o) {
@@ -65,6 +156,7 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
   require(m > 0 && n > 0 && k > 0, "shape (m, n, k)", "all positive", fmt::format("{}, {}, {}", m, n, k));
   require(o.dtype == DType::BF16 || o.dtype == DType::F16, "dtype", "bf16 or f16", dtype_name(o.dtype));
   const std::uint64_t seed = seed_or_fresh(o.seed);
+  if (o.chain == LinearChain::SwiGlu) return make_swiglu_ladder(o, seed);
 
   auto s = std::make_shared<LinearState>();
   s->shape = o.shape;

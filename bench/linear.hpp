@@ -1,10 +1,16 @@
 #pragma once
-// The seeds' linear layer ladder: Y = gelu(X·Wᵀ + b), X [M,K], W [N,K], b [N], and its
-// residual variant Y = gelu(X·Wᵀ + b) + R.
+// The seeds' linear layer ladder: Y = gelu(X·Wᵀ + b), X [M,K], W [N,K], b [N], its residual
+// variant Y = gelu(X·Wᵀ + b) + R, and the gated FFN up-projection Y = silu(X·W1ᵀ) ⊙ (X·W3ᵀ) with
+// W1 and W3 concatenated into one [2N,K] weight, interleaved in blocks of kGateBlock rows (a
+// one-off permutation of the checkpoint) so that a tile of the GEMM holds both halves of its
+// output columns.
 //   gemm         : the plain GEMM alone (the peer line: what the epilogue must not slow down)
 //   unfused      : GEMM, then a bias kernel, then a GELU kernel [, then an add] (eager; baseline)
 //   cublaslt     : Level 1, cuBLASLt's GELU_BIAS epilogue [, then an add kernel]
 //   hopper       : Level 2, the CUTLASS Hopper kernel with the whole chain in its epilogue (sm_90)
+//   swiglu ladder: gemm, unfused (GEMM, then the one-pass SwiGLU pointwise kernel: cuBLASLt has
+//   no gated epilogue, so this is also the best composition of cuBLASLt calls), portable, and
+//   hopper where the Hopper kernel has the chain.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -23,9 +29,14 @@ struct LinearShape {
 inline constexpr LinearShape kLinearShapes[] = {
     {4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 14336, 4096}, {16384, 4096, 4096}};
 
+// The swiglu ladder's shape (Llama-3-8B's FFN up-projection): Y [4096, 14336] from W [2·14336, 4096].
+inline constexpr LinearShape kSwiGluShape{4096, 14336, 4096};  // n: the output's columns
+inline constexpr std::int64_t kGateBlock = 64;  // the portable kernel pairs blocks within half its 128-column tile
+
 enum class LinearChain : std::uint8_t {
   BiasGelu,          // Y = gelu(X·Wᵀ + b)              ladder "linear"
   BiasGeluResidual,  // Y = gelu(X·Wᵀ + b) + R          ladder "residual"
+  SwiGlu,            // Y = silu(X·W1ᵀ) ⊙ (X·W3ᵀ)       ladder "swiglu" (shape.n = columns of Y)
 };
 
 struct LinearOptions {

@@ -104,9 +104,10 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
       rows::access_for(kChunkElements, shape.n, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
   const device::Residence residence = rows::residence_for(access, shape.n, a.x.dtype, device::kSharedNormMinChunks);
   // NOTE: measured on the H200 (docs/performance.md, bf16): the persistent staged kernel ran RMSNorm
-  // at 3.57–3.77 TB/s at 16384–32768 columns against 3.17 for a CTA per row, but LayerNorm and
-  // add+RMSNorm slower (2.2 and 2.9 against 3.0 and 3.3): each of their rows waits on a global
-  // load the prefetch does not cover (the mean's guess, the residual), with one row per CTA.
+  // at 3.57–3.77 TB/s at 16384–32768 columns against 3.17 for a CTA per row, but add+RMSNorm and
+  // LayerNorm slower (2.9 against 3.3: each row waits on its residual's loads, one row per CTA at
+  // a time; LayerNorm 2.4 against 2.95 even with its guess of the mean loaded a row ahead: with
+  // the weight, the bias and two rows its CTAs are 8 warps, one per SM).
   const bool persistent = residence == device::Residence::Shared && a.kind == NormKind::RmsNorm && !job.residual;
   if (persistent) {
     // Persistent CTAs with the weight, the bias and two rows in shared memory, in CTAs narrow

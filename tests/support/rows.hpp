@@ -21,8 +21,9 @@ struct RowShape {
 // and 16 lanes with many rows per CTA (rows not a multiple of it), a warp, 64 threads (two rows
 // per CTA), 96 threads (three warps), full CTAs, clusters of 2, 4 and 8 CTAs (full and not);
 // odd lengths and padded row strides (aligned and not) take the element-by-element kernels,
-// also clustered (40001); long rows of whole chunks (8192 up) are staged in shared memory by the
-// forward kernels, two rows per CTA at 8192 (softmax), in clusters of up to 16 CTAs (262144 f32).
+// also clustered (40001); rows of whole chunks are staged in shared memory by the forward kernels
+// (softmax from 1024 columns, several rows per CTA below 4096; norms from 16384), in clusters of
+// up to 16 CTAs (262144 f32).
 inline constexpr RowShape kRowShapes[] = {
     {5, 8, 8},          {67, 128, 128},     {33, 200, 203},   {64, 1024, 1024},  {37, 1000, 1000},
     {33, 2048, 2048},   {16, 4096, 4104},   {9, 3001, 3001},  {5, 8192, 8200},   {4, 16384, 16384},

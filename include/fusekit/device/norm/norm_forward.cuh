@@ -129,10 +129,23 @@ __device__ inline V norm_allreduce(V v, Op op, const RowLayout& layout, int pari
   return parity == 0 ? row_allreduce<kSlot>(v, op, layout) : row_allreduce<kSlot + kSites>(v, op, layout);
 }
 
-// One row (or this CTA's slice of it) of a thread group: h holds x, landed.
+// LayerNorm's guess of a row's mean: its first element (of x + residual); 0 for RMSNorm.
+// NOTE: the guess must be the same bits in every thread of the row, read before anything of the
+// row is written (residual_out and y may alias x or residual): every thread reads it before the
+// row's first reduction, which no thread passes before every thread has arrived.
+template <class T>
+__device__ inline float mean_guess(const NormForwardParams& p, std::int64_t row) {
+  if (p.kind != NormKind::LayerNorm) return 0.0f;
+  float guess = Element<T>::load(p.x.row<const T>(row, p.rows_per_batch)[0]);
+  if (p.residual.data != nullptr) guess += Element<T>::load(p.residual.row<const T>(row, p.rows_per_batch)[0]);
+  return guess;
+}
+
+// One row (or this CTA's slice of it) of a thread group: h holds x, landed; `guess` is
+// mean_guess of the row.
 template <class T, class Out, class Config, Access kAccess, class Tile, class Affine>
 __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPosition& at, Tile& h,
-                                        const Affine& affine, int parity) {
+                                        const Affine& affine, int parity, float guess) {
   constexpr int kE = Tile::kElements;
   // NOTE: a row past the end (the last group of packed short rows) holds no columns but still
   // takes part in its CTA's barriers.
@@ -140,16 +153,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   const int n = live ? p.n : 0;
   const std::int64_t row = at.address(p.rows);
 
-  const T* x_row = p.x.row<const T>(row, p.rows_per_batch);
   const T* residual = p.residual.data != nullptr ? p.residual.row<const T>(row, p.rows_per_batch) : nullptr;
-  // NOTE: LayerNorm's guess of the mean must be the same bits in every thread of the row: read
-  // from memory before the first reduction, which no thread passes before every thread has read
-  // it, and before anything of the row is written (residual_out and y may alias x or residual).
-  float guess = 0.0f;
-  if (p.kind == NormKind::LayerNorm) {
-    guess = Element<T>::load(x_row[0]);
-    if (residual != nullptr) guess += Element<T>::load(residual[0]);
-  }
   // NOTE: RMSNorm stores the updated residual inside the add loop, overlapping the stores with the
   // loads still in flight (3.82 TB/s against 3.49 with the stores after the statistics, add+RMSNorm
   // 32768×4096 bf16). LayerNorm must wait for its first reduction: another thread of the row may
@@ -267,14 +271,15 @@ __global__ void __launch_bounds__(Config::kMaxThreads, Config::kMinCtas) norm_fo
   cluster_begin(p.layout);
   const RowPosition at = RowPosition::of(p.layout);
   const int n = at.row < p.rows ? p.n : 0;
+  const float guess = mean_guess<T>(p, at.address(p.rows));
   TileOf<kResidence, T, Config> h(at.slot);
   h.template load<kAccess>(p.x.row<const T>(at.address(p.rows), p.rows_per_batch), at.slot, n);
   const AffineSource<Residence::Registers, T, Config> affine(p, at.slot, n);
-  norm_forward_row<T, Out, Config, kAccess>(p, at, h, affine, 0);
+  norm_forward_row<T, Out, Config, kAccess>(p, at, h, affine, 0, guess);
   cluster_finish(p.layout);
 }
 
-// RMSNorm rows staged in shared memory: persistent CTA groups (one row per CTA, or per cluster),
+// Rows staged in shared memory, without a residual: persistent CTA groups (one row per CTA, or per cluster),
 // group g of G taking rows g, g + G, …; the weight and bias are staged once, and with two row buffers
 // the next row's copy is in flight while this one is reduced and stored (with one, rows too long
 // for two, it starts after).
@@ -292,11 +297,15 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_staged_ke
   };
   if (first.row < p.rows) copy_row(first.row, 0);
   Tile::commit();
+  // NOTE: the next row's guess of the mean is loaded with its copy, a row ahead: read when needed,
+  // its latency stalled every LayerNorm row (one row per CTA at a time: 1.8 TB/s at 16384 columns).
+  float guess = first.row < p.rows ? mean_guess<T>(p, first.row) : 0.0f;
   int iteration = 0;
   for (std::int64_t row = first.row; row < p.rows; row += groups, ++iteration) {
     const int parity = iteration % 2;
     const bool more = row + groups < p.rows;
     const int buffer = double_buffered ? parity : 0;
+    const float next_guess = more ? mean_guess<T>(p, row + groups) : 0.0f;
     if (double_buffered) {
       if (more) copy_row(row + groups, 1 - parity);
       Tile::commit();
@@ -305,7 +314,8 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_staged_ke
       Tile::template wait<0>();
     }
     Tile h(first.slot, buffers + buffer);
-    norm_forward_row<T, Out, Config, Access::Vector>(p, RowPosition{row, first.slot}, h, affine, parity);
+    norm_forward_row<T, Out, Config, Access::Vector>(p, RowPosition{row, first.slot}, h, affine, parity, guess);
+    guess = next_guess;
     if (!double_buffered && more) {
       copy_row(row + groups, 0);  // this thread's own chunks, all read above
       Tile::commit();

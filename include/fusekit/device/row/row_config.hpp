@@ -75,10 +75,12 @@ using SharedRows = RowConfig<16, 256, 2, kMaxNonPortableClusterCtas>;
 using StagedNormRows = RowConfig<8, kMaxRowThreads / 2, 1, kMaxNonPortableClusterCtas>;
 
 // Rows of at least these many chunks are staged in shared memory. Measured on the H200
-// (docs/performance.md, bf16, 2^27 elements): softmax at 8192 columns 3.01 TB/s in registers
-// (256-thread rows), 3.94 staged; RMSNorm at 8192 3.54 in registers, 3.31 staged (its weight
-// loads miss the L1 that shared memory crowds out), and 16384 3.22 → 3.17 but 32768 2.53 → 3.16.
-inline constexpr int kSharedSoftmaxMinChunks = 1024;  // 8192 16-bit elements
+// (docs/performance.md, bf16, 2^27 elements): softmax staged from 1024 columns ran at 3.92–4.02
+// TB/s at 1024–8192 columns against 3.28–3.70 in registers (issue-bound there); RMSNorm staged
+// at 1024–8192 ran 3.36–3.58 against 3.60–3.91 in registers (its weight loads miss the L1 that
+// shared memory crowds out), and LayerNorm and add+RMSNorm likewise; from 16384 columns staging
+// wins for every op (RMSNorm 2.53 → 3.16 at 32768 with a CTA per row, 3.78 persistent).
+inline constexpr int kSharedSoftmaxMinChunks = 128;  // 1024 16-bit elements
 inline constexpr int kSharedNormMinChunks = 2048;     // 16384 16-bit elements
 
 // The element-by-element kernels (rows that are not whole aligned chunks) hold one chunk per
