@@ -61,36 +61,50 @@ Check check_rows(const LinearState& s, const TensorView& out, const reference::M
   return c;
 }
 
+// What every ladder here starts from: X [M,K] and W [w_rows,K] drawn, the GEMM output t1
+// [M,w_rows] and the result y [M,y_cols] allocated, the rows to check and X·Wᵀ's reference on them
+// (`problem` keeps X and W for further references).
+std::shared_ptr<LinearState> make_state(const LinearOptions& o, std::int64_t w_rows, std::int64_t y_cols,
+                                        std::uint64_t seed, reference::GemmProblem& problem) {
+  const std::int64_t m = o.shape.m, k = o.shape.k;
+  auto s = std::make_shared<LinearState>();
+  s->shape = o.shape;
+  s->dtype = o.dtype;
+  s->x = DeviceTensor(o.dtype, {m, k});
+  s->w = DeviceTensor(o.dtype, {w_rows, k});
+  s->t1 = DeviceTensor(o.dtype, {m, w_rows});
+  s->y = DeviceTensor(o.dtype, {m, y_cols});
+  const float w_range = static_cast<float>(std::sqrt(kUniformVarianceFactor / static_cast<double>(k)));
+  fill_uniform(s->x, seed, -1.0f, 1.0f);
+  fill_uniform(s->w, seed + 1, -w_range, w_range);
+  // The rows to check, and the reference for them (computed once, shared by every rung).
+  s->rows = rows_to_check(m, o.scope, seed);
+  problem.a = reference::Matrix(m, k);
+  problem.a.data = download(s->x);
+  problem.b = reference::Matrix(w_rows, k);
+  problem.b.data = download(s->w);
+  problem.trans_b = Transpose::Yes;
+  problem.epilogue = Epilogue::Default;
+  s->expected_gemm = reference::gemm_rows(problem, s->rows);
+  return s;
+}
+
+std::string check_scope(const LinearState& s, std::uint64_t seed) {
+  return s.rows.size() == static_cast<std::size_t>(s.shape.m)
+             ? "every row vs CPU double reference"
+             : fmt::format("{} sampled rows vs CPU double reference (seed {})", s.rows.size(), seed);
+}
+
 // Y = silu(X·W1ᵀ) ⊙ (X·W3ᵀ) with W1 and W3 interleaved in blocks of kGateBlock rows of W.
 LadderRun make_swiglu_ladder(const LinearOptions& o, std::uint64_t seed) {
   const auto [m, n_out, k] = o.shape;
   const std::int64_t n = 2 * n_out;  // rows of W, columns of X·Wᵀ
   require(n_out % kGateBlock == 0, "n (columns of Y)", fmt::format("a multiple of {}", kGateBlock), n_out);
-  auto s = std::make_shared<LinearState>();
-  s->shape = o.shape;
-  s->dtype = o.dtype;
-  s->x = DeviceTensor(o.dtype, {m, k});
-  s->w = DeviceTensor(o.dtype, {n, k});
-  s->t1 = DeviceTensor(o.dtype, {m, n});
-  s->y = DeviceTensor(o.dtype, {m, n_out});
-  const float w_range = static_cast<float>(std::sqrt(kUniformVarianceFactor / static_cast<double>(k)));
-  fill_uniform(s->x, seed, -1.0f, 1.0f);
-  fill_uniform(s->w, seed + 1, -w_range, w_range);
-
-  s->rows = rows_to_check(m, o.scope, seed);
   reference::GemmProblem p;
-  p.a = reference::Matrix(m, k);
-  p.a.data = download(s->x);
-  p.b = reference::Matrix(n, k);
-  p.b.data = download(s->w);
-  p.trans_b = Transpose::Yes;
-  p.epilogue = Epilogue::Default;
-  s->expected_gemm = reference::gemm_rows(p, s->rows);
+  const auto s = make_state(o, n, n_out, seed, p);
   const EpilogueSpec chain = EpilogueSpec{}.swiglu(kGateBlock);
   s->expected_linear.d = reference::apply_epilogue(chain, s->expected_gemm.d, {}).out;
-  const std::string what = s->rows.size() == static_cast<std::size_t>(m)
-                               ? "every row vs CPU double reference"
-                               : fmt::format("{} sampled rows vs CPU double reference (seed {})", s->rows.size(), seed);
+  const std::string what = check_scope(*s, seed);
 
   LadderRun ladder;
   ladder.ladder = "swiglu";
@@ -101,28 +115,24 @@ LadderRun make_swiglu_ladder(const LinearOptions& o, std::uint64_t seed) {
   const double esz = static_cast<double>(dtype_size(o.dtype));
   const double io_bytes = esz * (m * k + n * k + m * n_out);
 
+  // X·Wᵀ into t1, by cuBLASLt.
+  const auto gemm_into_t1 = [s](cudaStream_t st) {
+    GemmArgs g;
+    g.a = s->x;
+    g.b = s->w;
+    g.trans_b = Transpose::Yes;
+    g.d = s->t1;
+    gemm(s->handle, g, st);
+  };
   ladder.rungs.push_back(Rung{
-      "gemm", "plain GEMM into [M, 2N], no epilogue (peer line)",
-      [s](cudaStream_t st) {
-        GemmArgs g;
-        g.a = s->x;
-        g.b = s->w;
-        g.trans_b = Transpose::Yes;
-        g.d = s->t1;
-        gemm(s->handle, g, st);
-      },
+      "gemm", "plain GEMM into [M, 2N], no epilogue (peer line)", gemm_into_t1,
       [s](cudaStream_t st) { poison(s->t1, st); },
       [s, what] { return check_rows(*s, s->t1, s->expected_gemm.d, what); }, flops, esz * (m * k + n * k + m * n)});
   ladder.rungs.push_back(Rung{
       "unfused",
       "cuBLASLt GEMM into [M, 2N], then the one-pass SwiGLU pointwise kernel (no cuBLASLt epilogue has a gate)",
-      [s, chain](cudaStream_t st) {
-        GemmArgs g;
-        g.a = s->x;
-        g.b = s->w;
-        g.trans_b = Transpose::Yes;
-        g.d = s->t1;
-        gemm(s->handle, g, st);
+      [s, chain, gemm_into_t1](cudaStream_t st) {
+        gemm_into_t1(st);
         pointwise_chain({chain, s->t1, {}, s->y}, st);
       },
       [s](cudaStream_t st) {
@@ -158,32 +168,13 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
   const std::uint64_t seed = seed_or_fresh(o.seed);
   if (o.chain == LinearChain::SwiGlu) return make_swiglu_ladder(o, seed);
 
-  auto s = std::make_shared<LinearState>();
-  s->shape = o.shape;
-  s->dtype = o.dtype;
-  s->x = DeviceTensor(o.dtype, {m, k});
-  s->w = DeviceTensor(o.dtype, {n, k});
-  s->bias = DeviceTensor(o.dtype, {n});
-  s->t1 = DeviceTensor(o.dtype, {m, n});
-  s->t2 = DeviceTensor(o.dtype, {m, n});
-  s->y = DeviceTensor(o.dtype, {m, n});
-  s->y_gemm = DeviceTensor(o.dtype, {m, n});
-  const float w_range = static_cast<float>(std::sqrt(kUniformVarianceFactor / static_cast<double>(k)));
-  fill_uniform(s->x, seed, -1.0f, 1.0f);
-  fill_uniform(s->w, seed + 1, -w_range, w_range);
-  fill_uniform(s->bias, seed + 2, -1.0f, 1.0f);
-
-  // The rows to check, and the reference for them (computed once, shared by every rung).
-  s->rows = rows_to_check(m, o.scope, seed);
   reference::GemmProblem p;
-  p.a = reference::Matrix(m, k);
-  p.a.data = download(s->x);
-  p.b = reference::Matrix(n, k);
-  p.b.data = download(s->w);
-  p.trans_b = Transpose::Yes;
+  const auto s = make_state(o, n, n, seed, p);
+  s->bias = DeviceTensor(o.dtype, {n});
+  s->t2 = DeviceTensor(o.dtype, {m, n});
+  s->y_gemm = DeviceTensor(o.dtype, {m, n});
+  fill_uniform(s->bias, seed + 2, -1.0f, 1.0f);
   p.bias = download(s->bias);
-  p.epilogue = Epilogue::Default;
-  s->expected_gemm = reference::gemm_rows(p, s->rows);
   p.epilogue = Epilogue::GeluBias;
   s->expected_linear = reference::gemm_rows(p, s->rows);
   const bool with_residual = o.chain == LinearChain::BiasGeluResidual;
@@ -197,9 +188,7 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
         s->expected_linear.d(static_cast<std::int64_t>(i), j) += r[static_cast<std::size_t>(j)];
     }
   }
-  const std::string what = s->rows.size() == static_cast<std::size_t>(m)
-                               ? "every row vs CPU double reference"
-                               : fmt::format("{} sampled rows vs CPU double reference (seed {})", s->rows.size(), seed);
+  const std::string what = check_scope(*s, seed);
 
   LadderRun ladder;
   ladder.ladder = with_residual ? "residual" : "linear";

@@ -183,6 +183,38 @@ template <class Config, device::Access kAccess, device::Residence kResidence>
 using ResidentConfig =
     std::conditional_t<kResidence == device::Residence::Shared, device::SharedRows, ConfigFor<Config, kAccess>>;
 
+// A row kernel's launch configuration: its CTA, dynamic shared memory and cluster (the kernel's
+// attributes set for them); the caller sets the grid.
+template <class Params>
+struct RowLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute cluster{};
+
+  RowLaunch(void (*kernel)(Params), const device::RowLayout& layout, std::size_t shared_bytes, cudaStream_t stream,
+            std::string_view name) {
+    config.blockDim = dim3(static_cast<unsigned>(layout.block_threads()));
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream;
+    if (shared_bytes > 0)
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+                 join(name, " shared memory"));
+    if (layout.cluster > device::kMaxClusterCtas)
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+                 join(name, " cluster size"));
+    if (layout.cluster > 1) {
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = static_cast<unsigned>(layout.cluster);
+      cluster.val.clusterDim.y = 1;
+      cluster.val.clusterDim.z = 1;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+    }
+  }
+  // NOTE: config.attrs points into this object.
+  RowLaunch(const RowLaunch&) = delete;
+  RowLaunch& operator=(const RowLaunch&) = delete;
+};
+
 // Launches kernel<<<row groups × cluster, layout's CTA, shared_bytes>>>(params), as clusters of
 // `layout.cluster` CTAs when a row is split.
 template <class Params>
@@ -191,27 +223,9 @@ void launch(void (*kernel)(Params), const device::RowLayout& layout, std::int64_
   const std::int64_t row_groups = (rows + layout.rows_per_cta - 1) / layout.rows_per_cta;
   const std::int64_t ctas = row_groups * layout.cluster;
   require(ctas <= INT_MAX, join(name, " rows"), "fewer (the grid would exceed 2^31 - 1 CTAs)", rows);
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
-  config.blockDim = dim3(static_cast<unsigned>(layout.block_threads()));
-  config.stream = stream;
-  config.dynamicSmemBytes = shared_bytes;
-  if (shared_bytes > 0)
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
-               join(name, " shared memory"));
-  if (layout.cluster > device::kMaxClusterCtas)
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-               join(name, " cluster size"));
-  cudaLaunchAttribute attribute{};
-  if (layout.cluster > 1) {
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(layout.cluster);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  check_cuda(cudaLaunchKernelEx(&config, kernel, params), std::string(name));
+  RowLaunch<Params> l(kernel, layout, shared_bytes, stream, name);
+  l.config.gridDim = dim3(static_cast<unsigned>(ctas));
+  check_cuda(cudaLaunchKernelEx(&l.config, kernel, params), std::string(name));
   check_launch(name);
 }
 
@@ -221,26 +235,11 @@ template <class Params>
 void launch_persistent(void (*kernel)(Params), const device::RowLayout& layout, std::int64_t rows,
                        const Params& params, cudaStream_t stream, std::string_view name, std::size_t shared_bytes) {
   require(layout.rows_per_cta == 1, join(name, " rows per CTA"), 1, layout.rows_per_cta);
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
-             join(name, " shared memory"));
-  if (layout.cluster > device::kMaxClusterCtas)
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-               join(name, " cluster size"));
-  cudaLaunchConfig_t config{};
-  config.blockDim = dim3(static_cast<unsigned>(layout.block_threads()));
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
+  RowLaunch<Params> l(kernel, layout, shared_bytes, stream, name);
   int resident_groups = 0;
   if (layout.cluster > 1) {
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(layout.cluster);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    config.gridDim = dim3(static_cast<unsigned>(layout.cluster));
-    check_cuda(cudaOccupancyMaxActiveClusters(&resident_groups, kernel, &config), join(name, " occupancy"));
+    l.config.gridDim = dim3(static_cast<unsigned>(layout.cluster));
+    check_cuda(cudaOccupancyMaxActiveClusters(&resident_groups, kernel, &l.config), join(name, " occupancy"));
   } else {
     int per_sm = 0;
     check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, layout.block_threads(), shared_bytes),
@@ -249,8 +248,8 @@ void launch_persistent(void (*kernel)(Params), const device::RowLayout& layout, 
   }
   require(resident_groups >= 1, join(name, " resident CTAs"), ">= 1 with this shared memory", resident_groups);
   const std::int64_t groups = std::min<std::int64_t>(rows, resident_groups);
-  config.gridDim = dim3(static_cast<unsigned>(groups * layout.cluster));
-  check_cuda(cudaLaunchKernelEx(&config, kernel, params), std::string(name));
+  l.config.gridDim = dim3(static_cast<unsigned>(groups * layout.cluster));
+  check_cuda(cudaLaunchKernelEx(&l.config, kernel, params), std::string(name));
   check_launch(name);
 }
 
