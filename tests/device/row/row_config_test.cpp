@@ -100,6 +100,18 @@ TEST(RowConfig, SharedRowsTakeSixteenCtaClustersWhereAllowed) {
   EXPECT_EQ(longest<One>(kF32, kMaxNonPortableClusterCtas), 131072);
 }
 
+TEST(RowConfig, StagedNormRowsNarrowTheirCtasToTheSharedMemoryBudget) {
+  // 8 chunks per thread, CTAs of up to 512 threads; the launcher caps the CTA so that the row
+  // buffers, the weight and the bias fit: 384 threads at four planes.
+  constexpr int kFourPlanes = 384;
+  EXPECT_EQ(plan_rows<StagedNormRows>(16384, kBf16, kMaxNonPortableClusterCtas, kFourPlanes).threads, 256);
+  const RowLayout split = plan_rows<StagedNormRows>(32768, kBf16, kMaxNonPortableClusterCtas, kFourPlanes);
+  EXPECT_EQ(split.cluster, 2);
+  EXPECT_EQ(split.threads, 256);
+  EXPECT_EQ(plan_rows<StagedNormRows>(32768, kBf16, kMaxNonPortableClusterCtas).threads, 512);
+  EXPECT_EQ(plan_rows<StagedNormRows>(262144, kF32, kMaxNonPortableClusterCtas).cluster, 16);
+}
+
 TEST(RowConfig, EmptyRowsHaveNoLayout) { EXPECT_FALSE(plan<One>(0, kBf16, kMaxClusterCtas).valid()); }
 
 }  // namespace
