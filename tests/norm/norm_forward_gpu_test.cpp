@@ -65,6 +65,36 @@ struct NormCase {
 
 class NormForwardGpu : public ::testing::TestWithParam<NormCase> {};
 
+// norm_forward on rows of shape s drawn from `range` (with a weight and a bias when `affine`),
+// y, mean and rstd poisoned first, against the CPU reference.
+void check_norm_forward(NormKind kind, DType dt, const Shape& s, Range range, bool affine, std::uint64_t seed) {
+  Padded x(dt, s), y(dt, s);
+  DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
+  fill_uniform(x.view, seed, range.lo, range.hi);
+  fill_uniform(weight, seed + 100, -2.0f, 2.0f);
+  fill_uniform(bias, seed + 101, -1.0f, 1.0f);
+  poison(y.view);
+  poison(mean);
+  poison(rstd);
+  NormForwardArgs a;
+  a.kind = kind;
+  a.x = x.view;
+  a.y = y.view;
+  if (affine) {
+    a.weight = weight;
+    a.bias = bias;
+  }
+  if (kind == NormKind::LayerNorm) a.mean = mean;
+  a.rstd = rstd;
+  a.eps = kEps;
+  norm_forward(a);
+  const std::vector<double> w = affine ? download(weight) : std::vector<double>{};
+  const std::vector<double> b = affine ? download(bias) : std::vector<double>{};
+  const auto want = reference::norm_forward(kind, to_matrix(x.view), w, b, kEps);
+  EXPECT_LE(rel_l2(download(y.view), want.y.data), bench::tolerance(dt));
+  expect_stats(mean, rstd, want, kind);
+}
+
 TEST_P(NormForwardGpu, MatchesReferenceOnEveryLayout) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
@@ -83,31 +113,7 @@ TEST_P(NormForwardGpu, MatchesReferenceOnEveryLayout) {
       const bool affine = ri % 2 == 0;
       SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << " range [" << range.lo << ", "
                                         << range.hi << "]" << (affine ? " with weight, bias" : ""));
-      Padded x(dt, s), y(dt, s);
-      DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
-      fill_uniform(x.view, seed + ri, range.lo, range.hi);
-      fill_uniform(weight, seed + 100, -2.0f, 2.0f);
-      fill_uniform(bias, seed + 101, -1.0f, 1.0f);
-      poison(y.view);
-      poison(mean);
-      poison(rstd);
-      NormForwardArgs a;
-      a.kind = kind;
-      a.x = x.view;
-      a.y = y.view;
-      if (affine) {
-        a.weight = weight;
-        a.bias = bias;
-      }
-      if (kind == NormKind::LayerNorm) a.mean = mean;
-      a.rstd = rstd;
-      a.eps = kEps;
-      norm_forward(a);
-      const std::vector<double> w = affine ? download(weight) : std::vector<double>{};
-      const std::vector<double> b = affine ? download(bias) : std::vector<double>{};
-      const auto want = reference::norm_forward(kind, to_matrix(x.view), w, b, kEps);
-      EXPECT_LE(rel_l2(download(y.view), want.y.data), bench::tolerance(dt));
-      expect_stats(mean, rstd, want, kind);
+      check_norm_forward(kind, dt, s, range, affine, seed + ri);
     }
   }
 }
@@ -125,25 +131,7 @@ TEST_P(NormForwardGpu, StagedRowsLoopOverManyRows) {
   for (const Shape& s : shapes) {
     if (!supported(dt, s) || (s.n > 16384 && dt != DType::F32)) continue;
     SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n);
-    Padded x(dt, s), y(dt, s);
-    DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
-    fill_uniform(x.view, seed, -2.0f, 2.0f);
-    fill_uniform(weight, seed + 1, -2.0f, 2.0f);
-    fill_uniform(bias, seed + 2, -1.0f, 1.0f);
-    poison(y.view);
-    poison(rstd);
-    NormForwardArgs a;
-    a.kind = kind;
-    a.x = x.view;
-    a.y = y.view;
-    a.weight = weight;
-    a.bias = bias;
-    if (kind == NormKind::LayerNorm) a.mean = mean;
-    a.rstd = rstd;
-    norm_forward(a);
-    const auto want = reference::norm_forward(kind, to_matrix(x.view), download(weight), download(bias), a.eps);
-    EXPECT_LE(rel_l2(download(y.view), want.y.data), bench::tolerance(dt));
-    expect_stats(mean, rstd, want, kind);
+    check_norm_forward(kind, dt, s, {-2.0f, 2.0f}, true, seed);
   }
 }
 
