@@ -122,8 +122,8 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
   // NOTE: gated chains stay off the Hopper kernel under Auto until its gated kernel has been
   // measured against GEMM + pointwise SwiGLU (docs/hopper_swiglu.md); request GemmBackend::Sm90
   // to run it. They go to the portable kernel, as before the Hopper gated kernel existed.
-  const std::string sm90_why = g.epilogue.gated() ? "the Hopper gated kernel is not yet measured, so Auto skips it"
-                                                  : sm90_blocker();
+  std::string sm90_why = sm90_blocker();
+  if (sm90_why.empty() && g.epilogue.gated()) sm90_why = "the Hopper gated kernel is not yet measured, so Auto skips it";
   if (sm90_why.empty())
     return {GemmBackend::Sm90, fmt::format("cuBLASLt lacks the chain {}; Hopper EVT kernel has it", g.epilogue.to_string())};
   const std::string portable_why = portable::blocker(g);
