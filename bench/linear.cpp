@@ -151,7 +151,10 @@ LadderRun make_swiglu_ladder(const LinearOptions& o, std::uint64_t seed) {
              GemmBackend::Portable);
   try {
     plan_fused_gemm({s->x, s->w, s->y, chain, {}}, GemmBackend::Sm90);
-    fused_rung("hopper", "Level 2: the CUTLASS Hopper kernel with the gate in its epilogue", GemmBackend::Sm90);
+    fused_rung("hopper",
+               "Level 2: the CUTLASS Hopper kernel; gate and up are the halves of its 128×256 tile, paired in "
+               "registers, and a 128×128 tile is stored",
+               GemmBackend::Sm90);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Unsupported) throw;
     fmt::print("swiglu: no hopper rung ({})\n", e.what());

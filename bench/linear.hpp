@@ -17,6 +17,7 @@
 
 #include "bench/harness.hpp"
 #include "fusekit/dtype.hpp"
+#include "fusekit/fused_gemm.hpp"
 
 namespace fusekit::bench {
 
@@ -31,7 +32,9 @@ inline constexpr LinearShape kLinearShapes[] = {
 
 // The swiglu ladder's shape (Llama-3-8B's FFN up-projection): Y [4096, 14336] from W [2·14336, 4096].
 inline constexpr LinearShape kSwiGluShape{4096, 14336, 4096};  // n: the output's columns
-inline constexpr std::int64_t kGateBlock = 64;  // the portable kernel pairs blocks within half its 128-column tile
+// The Hopper kernel's gate block (gate and up are the two halves of its 256-column tile); the
+// portable kernel and the pointwise chain take it too.
+inline constexpr std::int64_t kGateBlock = kSm90GateBlock;
 
 enum class LinearChain : std::uint8_t {
   BiasGelu,          // Y = gelu(X·Wᵀ + b)              ladder "linear"

@@ -100,7 +100,7 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
     if (!hopper) return "the Hopper kernel needs an sm_90 GPU";
     if (!chain) return fmt::format("no Hopper kernel is compiled for the chain {}", g.epilogue.to_string());
     if (!aligned) return "the Hopper kernel's TMA needs 16-byte aligned pointers and row strides";
-    return "";
+    return std::string(sm90::schedule_blocker(*chain, g.schedule));
   };
   switch (requested) {
     case GemmBackend::CublasLt:
@@ -119,7 +119,11 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
   // NOTE: cuBLASLt first when it has the chain: its kernels are tuned per shape and it was at
   // least as fast as the Hopper kernel where both ran (docs/performance.md).
   if (lt) return {GemmBackend::CublasLt, fmt::format("cuBLASLt has the chain as epilogue {}", epilogue_name(*lt))};
-  const std::string sm90_why = sm90_blocker();
+  // NOTE: gated chains stay off the Hopper kernel under Auto until its gated kernel has been
+  // measured against GEMM + pointwise SwiGLU (docs/hopper_swiglu.md); request GemmBackend::Sm90
+  // to run it. They go to the portable kernel, as before the Hopper gated kernel existed.
+  std::string sm90_why = sm90_blocker();
+  if (sm90_why.empty() && g.epilogue.gated()) sm90_why = "the Hopper gated kernel is not yet measured, so Auto skips it";
   if (sm90_why.empty())
     return {GemmBackend::Sm90, fmt::format("cuBLASLt lacks the chain {}; Hopper EVT kernel has it", g.epilogue.to_string())};
   const std::string portable_why = portable::blocker(g);

@@ -45,8 +45,9 @@ std::string blocker(const FusedGemmArgs& g) {
   if (g.epilogue.nodes.size() > static_cast<std::size_t>(device::kMaxChainNodes))
     return "the portable kernel takes chains of at most 8 nodes";
   if (g.epilogue.uses(EpilogueOp::QuantizeE4M3)) return "the portable kernel has no fp8 output yet";
-  if (g.epilogue.gated() && (kBlockN / 2) % g.epilogue.gate_block() != 0)
-    return "the portable kernel needs a gate block dividing 64 (half its 128-column tile)";
+  if (const std::int64_t block = g.epilogue.gate_block();
+      g.epilogue.gated() && kHalfN % block != 0 && block % kHalfN != 0)
+    return "the portable kernel needs a gate block dividing 64 or a multiple of 64 (half its 128-column tile)";
   if (g.a.shape[0] > INT32_MAX || g.b.shape[0] > INT32_MAX || g.a.shape[1] > INT32_MAX)
     return "the portable kernel indexes M, N, K with 32-bit integers";
   return "";

@@ -9,7 +9,12 @@ std::optional<Chain> match_chain(const EpilogueSpec& spec) {
   if (spec == EpilogueSpec{}) return Chain::Identity;
   if (spec == EpilogueSpec{}.bias().gelu_tanh()) return Chain::BiasGelu;
   if (spec == EpilogueSpec{}.bias().gelu_tanh().residual()) return Chain::BiasGeluResidual;
+  if (spec == EpilogueSpec{}.swiglu(kSm90GateBlock)) return Chain::SwiGlu;
   return std::nullopt;
+}
+
+std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule) {
+  return chain == Chain::SwiGlu && schedule == Sm90Schedule::Pingpong ? kGatedScheduleOnly : std::string_view{};
 }
 
 std::size_t workspace_bytes(Chain chain, Sm90Schedule schedule, const Problem& p) {

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include <cuda_runtime_api.h>
 
@@ -18,7 +19,15 @@ enum class Chain : std::uint8_t {
   Identity,              // D = acc
   BiasGelu,              // D = gelu_tanh(acc + bias)
   BiasGeluResidual,      // D = gelu_tanh(acc + bias) + R
+  SwiGlu,                // D[i,j] = silu(acc[i,gate(j)]) · acc[i,up(j)], gate block kSm90GateBlock
 };
+
+inline constexpr std::string_view kGatedScheduleOnly =
+    "the Hopper gated kernel runs on the Cooperative schedule only (its 256-column tile holds a gate half and an "
+    "up half)";
+
+// Why a compiled chain cannot run on `schedule`, or "" when it can.
+std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule);
 
 // The compiled chain that implements `spec` exactly, if any.
 std::optional<Chain> match_chain(const EpilogueSpec& spec);

@@ -22,6 +22,8 @@ template <class Element, Sm90Schedule kSchedule>
 using BiasGeluKernel = Kernel<Element, BiasGeluEvt, false, kSchedule>;
 template <class Element, Sm90Schedule kSchedule>
 using BiasGeluResidualKernel = Kernel<Element, BiasGeluResidualEvt, true, kSchedule>;
+static_assert(size<1>(GatedKernel<cutlass::bfloat16_t>::OutputTile{}) == kSm90GateBlock,
+              "the public gate block is the gated kernel's output tile width");
 
 template <class Element, class TileShape>
 auto bias_args(const Problem& p) {
@@ -45,7 +47,9 @@ typename K::Gemm::Arguments make_arguments(const Problem& p) {
   const StrideB sb{p.ldb, _1{}, p.ldb * p.n};
   const StrideD sd{p.ldd, _1{}, p.ldd * p.m};
   const StrideC sc{p.ldr, _1{}, p.ldr * p.m};
-  using TileShape = typename K::TileShape;
+  // NOTE: the EVT runs on the tile the epilogue writes (half the mainloop's for a gated kernel),
+  // and D's stride is the output's (N/2 columns for a gated kernel).
+  using TileShape = typename K::OutputTile;
   typename K::Epilogue::Arguments epilogue{};
   if constexpr (std::is_same_v<typename K::Evt, IdentityEvt<Element, TileShape>>) {
     epilogue = {{}, nullptr, sc, static_cast<Element*>(p.d), sd};
@@ -98,6 +102,11 @@ auto dispatch(Chain chain, DType dtype, F&& f) {
       case Chain::BiasGelu: return f.template operator()<BiasGeluKernel<Element, kSchedule>, Element>();
       case Chain::BiasGeluResidual:
         return f.template operator()<BiasGeluResidualKernel<Element, kSchedule>, Element>();
+      case Chain::SwiGlu:
+        if constexpr (kSchedule == Sm90Schedule::Cooperative)
+          return f.template operator()<GatedKernel<Element>, Element>();
+        else
+          throw Error(ErrorKind::Unsupported, std::string(kGatedScheduleOnly));
     }
     throw Error(ErrorKind::Unsupported, "unknown Hopper epilogue chain");
   };

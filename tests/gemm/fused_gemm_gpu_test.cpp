@@ -1,5 +1,6 @@
 // Level 2: fused_gemm on every backend and chain against the CPU double reference, odd shapes
-// included (M, N, K not multiples of the 128×256×64 tile; K not a multiple of 64).
+// included (M, N, K not multiples of the 128×256×64 tile; K not a multiple of 64; gated chains
+// with N/2 a multiple of their gate block).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -99,18 +100,31 @@ TEST_P(FusedGemmPortable, EveryNodeMatchesReference) {
       EpilogueSpec{}.bias().store_aux().silu().clamp(-0.5f, 2.0f),
       EpilogueSpec{}.scale(3.0f).cast(DType::E4M3).relu(),
   };
-  const EpilogueSpec gated[] = {
+  // Gate blocks inside half the 128-column tile (64, 32): N need not fill the last tile.
+  const EpilogueSpec gated_small[] = {
       EpilogueSpec{}.swiglu(64),
       EpilogueSpec{}.bias().swiglu(64).residual(),
       EpilogueSpec{}.column_scale().geglu(32).store_aux().row_scale(),
   };
+  // Blocks that are multiples of it (the Hopper kernel's 128, and 256): a tile's gate and up
+  // rows of B are then a block apart, and column-indexed nodes before the gate must follow them.
+  const EpilogueSpec gated_large[] = {
+      EpilogueSpec{}.swiglu(kSm90GateBlock),
+      EpilogueSpec{}.bias().swiglu(kSm90GateBlock).residual(),
+      EpilogueSpec{}.column_scale().geglu(256).store_aux().row_scale(),
+  };
   const Shape plain_shapes[] = {{256, 256, 64}, {333, 520, 200}, {1000, 136, 72}, {7, 8, 8}};
-  const Shape gated_shapes[] = {{256, 256, 64}, {333, 384, 200}, {129, 128, 8}};
+  const Shape gated_small_shapes[] = {{256, 256, 64}, {333, 384, 200}, {129, 128, 8}};
+  const Shape gated_large_shapes[] = {{256, 512, 64}, {333, 1536, 200}, {129, 512, 8}};  // 2·256 divides N
   int i = 0;
   for (const auto& spec : plain)
     for (const auto& s : plain_shapes) check_chain(handle, spec, GetParam(), s, GemmBackend::Portable, seed + 16 * i++);
-  for (const auto& spec : gated)
-    for (const auto& s : gated_shapes) check_chain(handle, spec, GetParam(), s, GemmBackend::Portable, seed + 16 * i++);
+  for (const auto& spec : gated_small)
+    for (const auto& s : gated_small_shapes)
+      check_chain(handle, spec, GetParam(), s, GemmBackend::Portable, seed + 16 * i++);
+  for (const auto& spec : gated_large)
+    for (const auto& s : gated_large_shapes)
+      check_chain(handle, spec, GetParam(), s, GemmBackend::Portable, seed + 16 * i++);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmPortable, ::testing::Values(DType::BF16, DType::F16),
@@ -133,8 +147,50 @@ TEST_P(FusedGemmSm90, EveryCompiledChainMatchesReference) {
         check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, schedule);
 }
 
+// The gated kernel: gate and up are the two halves of each 256-column mainloop tile. B is dense
+// random, so every column of A·Bᵀ differs and a wrong pairing (or a wrong output tile) cannot
+// pass. Odd M and K; N from one tile (256) to nine (2304), N/2 the output's columns.
+TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
+  FUSEKIT_REQUIRE_GPU();
+  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  const Shape shapes[] = {{256, 512, 128}, {333, 768, 200}, {1000, 2304, 72}, {7, 256, 8}};
+  int i = 0;
+  for (const auto& s : shapes)
+    check_chain(handle, EpilogueSpec{}.swiglu(kSm90GateBlock), GetParam(), s, GemmBackend::Sm90, seed + 8 * i++,
+                Sm90Schedule::Cooperative);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmSm90, ::testing::Values(DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Only swiglu(kSm90GateBlock) on the Cooperative schedule is compiled; Auto leaves gated chains
+// on the portable kernel until the Hopper gated kernel is measured.
+TEST(FusedGemm, GatedChainsRunOnHopperOnlyWhenRequestedWithItsBlockAndSchedule) {
+  FUSEKIT_REQUIRE_GPU();
+  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
+  DeviceTensor a(DType::BF16, {64, 32}), b(DType::BF16, {512, 32}), d(DType::BF16, {64, 256});
+  FusedGemmArgs g{a, b, d, EpilogueSpec{}.swiglu(kSm90GateBlock), {}};
+  EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Sm90).backend, GemmBackend::Sm90);
+  const auto r = plan_fused_gemm(g);
+  EXPECT_EQ(r.backend, GemmBackend::Portable);
+  EXPECT_NE(r.reason.find("not yet measured"), std::string::npos) << r.reason;
+  const auto refused = [&](const char* why) {
+    try {
+      plan_fused_gemm(g, GemmBackend::Sm90);
+      ADD_FAILURE() << "expected Unsupported: " << why;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  g.schedule = Sm90Schedule::Pingpong;
+  refused("Cooperative schedule only");
+  g.schedule = Sm90Schedule::Auto;
+  g.epilogue = EpilogueSpec{}.swiglu(64);
+  refused("no Hopper kernel is compiled");
+}
 
 TEST(FusedGemm, AutoPicksCublasLtWhenItHasTheChainAndHopperOtherwise) {
   FUSEKIT_REQUIRE_GPU();

@@ -40,6 +40,7 @@ inline constexpr int kEpilogueLd = kBlockN + 4;
 inline constexpr int kPipelineBytes = kStages * kStageElems * 2;
 inline constexpr int kEpilogueBytes = kBlockM * kEpilogueLd * 4;
 inline constexpr int kSmemBytes = kPipelineBytes > kEpilogueBytes ? kPipelineBytes : kEpilogueBytes;
+inline constexpr int kHalfN = kBlockN / 2;  // a gated tile pairs its two halves
 // NOTE: L2 locality: consecutive blocks walk down a group of 8 tile rows before moving right,
 // so the B tiles they share stay in L2.
 inline constexpr int kGroupRows = 8;
@@ -55,6 +56,26 @@ struct Params {
   int m, n, k;
   Chain chain;
 };
+
+// Which columns of A·Bᵀ (rows of B) a block tile computes. Ungated, or gated with a block
+// dividing kHalfN: the kBlockN columns from n0, their pairs inside the tile. Gated with a block
+// that is a multiple of kHalfN: the tile's kHalfN output columns lie in one block, so its left
+// half takes their gate columns and its right half the up columns one block further on.
+struct TileColumns {
+  int first;  // column of tile column 0
+  int jump;   // distance from tile column c to tile column c + kHalfN
+  int block;  // the gate block as the tile sees it (0 when ungated)
+  __device__ __forceinline__ int global(int c) const { return first + (c / kHalfN) * jump + c % kHalfN; }
+};
+
+__device__ __forceinline__ TileColumns tile_columns(const Chain& chain, int tn) {
+  const int n0 = tn * kBlockN;
+  if (chain.gate == chain.count) return {n0, kHalfN, 0};
+  const int block = static_cast<int>(chain.nodes[chain.gate].p0);
+  if (block <= kHalfN) return {n0, kHalfN, block};
+  const int out0 = tn * kHalfN;  // the tile's first output column
+  return {2 * (out0 / block) * block + out0 % block, block, kHalfN};
+}
 
 // Swizzled element offset of (row, 16-byte chunk) in a [rows][kBlockK] tile.
 __device__ __forceinline__ int swizzle(int row, int chunk) {
@@ -94,9 +115,10 @@ __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsig
   }
 }
 
-// Loads k-tile `kt` of A (rows m0..) and B (rows n0..) into pipeline stage `stage`.
+// Loads k-tile `kt` of A (rows m0..) and B (the rows `cols` names) into pipeline stage `stage`.
 template <class T>
-__device__ __forceinline__ void load_stage(const Params& p, T* smem, int stage, int kt, int m0, int n0) {
+__device__ __forceinline__ void load_stage(const Params& p, T* smem, int stage, int kt, int m0,
+                                           const TileColumns& cols) {
   T* sa = smem + stage * kStageElems;
   T* sb = sa + kBlockM * kBlockK;
   const auto* a = static_cast<const T*>(p.a);
@@ -114,8 +136,9 @@ __device__ __forceinline__ void load_stage(const Params& p, T* smem, int stage, 
   for (int c = threadIdx.x; c < kBlockN * kChunksPerRow; c += kThreads) {
     const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
     const int k = kt * kBlockK + chunk * kElemsPerChunk;
-    const bool ok = n0 + row < p.n && k < p.k;
-    cp_async_16(sb + swizzle(row, chunk), b + (ok ? std::int64_t(n0 + row) * p.ldb + k : 0), ok);
+    const int n = cols.global(row);
+    const bool ok = n < p.n && k < p.k;
+    cp_async_16(sb + swizzle(row, chunk), b + (ok ? std::int64_t(n) * p.ldb + k : 0), ok);
   }
 }
 
@@ -134,7 +157,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   const int in_group = block_tile % (kGroupRows * tiles_n);
   const int tm = first_m + in_group % rows_in_group;
   const int tn = in_group / rows_in_group;
-  const int m0 = tm * kBlockM, n0 = tn * kBlockN;
+  const int m0 = tm * kBlockM;
+  const TileColumns cols = tile_columns(p.chain, tn);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = (warp / kWarpsN) * kWarpM, wn = (warp % kWarpsN) * kWarpN;
@@ -144,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < k_tiles) load_stage(p, smem, s, s, m0, n0);
+    if (s < k_tiles) load_stage(p, smem, s, s, m0, cols);
     cp_async_commit();
   }
 
@@ -153,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
     __syncthreads();
     // Refill the stage consumed last iteration (every warp is past it after the barrier).
     const int next = kt + kStages - 1;
-    if (next < k_tiles) load_stage(p, smem, next % kStages, next, m0, n0);
+    if (next < k_tiles) load_stage(p, smem, next % kStages, next, m0, cols);
     cp_async_commit();
 
     const T* sa = smem + (kt % kStages) * kStageElems;
@@ -205,10 +229,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   // Position-dependent rest, then 16-byte stores: each thread owns 8 consecutive output columns.
   const Chain& chain = p.chain;
   const bool gated = chain.gate < chain.count;
-  const int block = gated ? static_cast<int>(chain.nodes[chain.gate].p0) : 0;
-  const int out_cols = gated ? kBlockN / 2 : kBlockN;
+  const int block = cols.block;
+  const int out_cols = gated ? kHalfN : kBlockN;
   const int n_out = gated ? p.n / 2 : p.n;
-  const int out_n0 = gated ? n0 / 2 : n0;
+  const int out_n0 = tn * out_cols;
   constexpr int kVec = kChunkBytes / sizeof(T);
   auto* d = static_cast<T*>(p.d);
   for (int v = threadIdx.x; v < kBlockM * out_cols / kVec; v += kThreads) {
@@ -225,11 +249,13 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
       float x = 0.0f;
       if (gj < n_out) {
         if (gated) {
-          // output column c pairs gate column 2k·block + r' with up column 2k·block + block + r'
+          // output column c pairs tile gate column 2k·block + r' with tile up column 2k·block + block + r'
           const int kb = c / block, rr = c % block;
           const int cg = 2 * kb * block + rr, cu = cg + block;
-          const float g = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cg], 0.0f, gi, n0 + cg);
-          const float u = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cu], 0.0f, gi, n0 + cu);
+          const float g = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cg], 0.0f, gi,
+                                      cols.global(cg));
+          const float u = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cu], 0.0f, gi,
+                                      cols.global(cu));
           x = apply_range(chain, chain.gate, chain.count, g, u, gi, gj);
         } else {
           x = apply_range(chain, chain.uniform_prefix, chain.count, tile[r * kEpilogueLd + c], 0.0f, gi, gj);

@@ -14,6 +14,7 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
+#include "fusekit/device/gemm/sm90_gated_epilogue.cuh"
 #include "fusekit/fused_gemm.hpp"
 
 namespace fusekit::device::sm90 {
@@ -81,7 +82,8 @@ struct Kernel {
   using Traits = ScheduleTraits<kSchedule>;
   using TileShape = typename Traits::TileShape;
   using ClusterShape = typename Traits::ClusterShape;
-  using Evt = EvtOf<Element, TileShape>;
+  using OutputTile = TileShape;  // the tile the epilogue writes
+  using Evt = EvtOf<Element, OutputTile>;
   using ElementC = cute::conditional_t<kReadsSource, Element, void>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -94,6 +96,47 @@ struct Kernel {
       Element, cutlass::layout::ColumnMajor, kAlignment<Element>, Accumulator, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       typename Traits::Mainloop>::CollectiveOp;
+
+  using GemmKernel =
+      cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,
+                                           cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+};
+
+// A gated GEMM D[M, N/2] = swiglu(A[M,K] · B[N,K]ᵀ) on the Cooperative schedule: the mainloop's
+// 128×256 tile holds 128 gate columns and the 128 up columns they pair with (B interleaved in
+// blocks of 128 rows), and the epilogue writes a 128×128 tile (sm90_gated_epilogue.cuh).
+template <class Element>
+struct GatedKernel {
+  using Traits = ScheduleTraits<Sm90Schedule::Cooperative>;
+  using TileShape = typename Traits::TileShape;
+  using ClusterShape = typename Traits::ClusterShape;
+  using OutputTile = Shape<_128, _128, _64>;
+  static_assert(size<1>(TileShape{}) == 2 * size<1>(OutputTile{}) && size<0>(TileShape{}) == size<0>(OutputTile{}),
+                "the output tile is the mainloop tile's gate half");
+  using Evt = IdentityEvt<Element, OutputTile>;
+  using OutputEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, OutputTile, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, Compute, void, cutlass::layout::RowMajor,
+      kAlignment<Element>, Element, cutlass::layout::RowMajor, kAlignment<Element>, typename Traits::Epilogue,
+      Evt>::CollectiveOp;
+  // NOTE: the Cooperative mainloop builder stacks its two consumer warpgroups along M (atom
+  // layout 2×1×1); the output TiledMma keeps that and the operand majors, and halves the atom's N.
+  using OutputTiledMma = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, Accumulator, OutputTile, GMMA::Major::K, GMMA::Major::K>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  using Epilogue = Sm90GatedEpilogue<OutputEpilogue, OutputTiledMma, SwiGluPair>;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlignment<Element>,
+      Element, cutlass::layout::ColumnMajor, kAlignment<Element>, Accumulator, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      typename Traits::Mainloop>::CollectiveOp;
+  static_assert(std::is_same_v<typename Mainloop::TiledMma,
+                               decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, Accumulator, TileShape,
+                                                                            GMMA::Major::K, GMMA::Major::K>(),
+                                                       Layout<Shape<_2, _1, _1>>{}))>,
+                "the output TiledMma must be the mainloop's with half the N");
 
   using GemmKernel =
       cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,

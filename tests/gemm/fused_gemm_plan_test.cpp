@@ -1,0 +1,44 @@
+// fused_gemm's backend choice for gated chains, without a device: which gate blocks the portable
+// kernel takes (plan_fused_gemm reads no memory, so fake aligned pointers suffice).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fusekit/error.hpp"
+#include "fusekit/fused_gemm.hpp"
+#include "support/fake_pointer.hpp"
+
+namespace fusekit {
+namespace {
+
+using testing::fake_pointer;
+
+constexpr std::int64_t kM = 64, kK = 32, kN = 1536;  // 2·block divides N for every block below
+
+FusedGemmArgs gated_args(std::int64_t block) {
+  FusedGemmArgs g;
+  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
+  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
+  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN / 2, kN / 2);
+  g.epilogue = EpilogueSpec{}.swiglu(block);
+  return g;
+}
+
+// The portable kernel pairs inside half its 128-column tile (blocks dividing 64) or loads a
+// tile's gate and up rows a block apart (blocks that are multiples of 64, the Hopper kernel's
+// 128 among them), so one weight layout serves every backend.
+TEST(FusedGemmPlan, PortableTakesGateBlocksDividingOrMultiplesOfHalfItsTile) {
+  const std::int64_t blocks[] = {8, 32, 64, kSm90GateBlock, 256};
+  for (const std::int64_t block : blocks)
+    EXPECT_EQ(plan_fused_gemm(gated_args(block), GemmBackend::Portable).backend, GemmBackend::Portable) << block;
+  try {
+    plan_fused_gemm(gated_args(96), GemmBackend::Portable);
+    FAIL() << "expected Unsupported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("multiple of 64"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fusekit
