@@ -119,11 +119,10 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
   // NOTE: cuBLASLt first when it has the chain: its kernels are tuned per shape and it was at
   // least as fast as the Hopper kernel where both ran (docs/performance.md).
   if (lt) return {GemmBackend::CublasLt, fmt::format("cuBLASLt has the chain as epilogue {}", epilogue_name(*lt))};
-  // NOTE: gated chains stay off the Hopper kernel under Auto until its gated kernel has been
-  // measured against GEMM + pointwise SwiGLU (docs/hopper_swiglu.md); request GemmBackend::Sm90
-  // to run it. They go to the portable kernel, as before the Hopper gated kernel existed.
-  std::string sm90_why = sm90_blocker();
-  if (sm90_why.empty() && g.epilogue.gated()) sm90_why = "the Hopper gated kernel is not yet measured, so Auto skips it";
+  // NOTE: the Hopper kernel also takes the gated chain it is compiled for (swiglu in blocks of
+  // kSm90GateBlock): 1.40 ms against 1.48–1.51 for GEMM + pointwise SwiGLU and 4.25 for the
+  // portable kernel at 4096×28672×4096 bf16 (docs/performance.md, session 4).
+  const std::string sm90_why = sm90_blocker();
   if (sm90_why.empty())
     return {GemmBackend::Sm90, fmt::format("cuBLASLt lacks the chain {}; Hopper EVT kernel has it", g.epilogue.to_string())};
   const std::string portable_why = portable::blocker(g);

@@ -64,6 +64,23 @@ bool vectorizable(const PointwiseChainArgs& a, std::int64_t chunk) {
   return rows::vector_aligned(a.y, static_cast<std::size_t>(chunk) * a.y.element_size());
 }
 
+// The shared-memory planes the vector path stages for `chain` (device::ChainStaging).
+device::ChainStaging staging_of(const EpilogueSpec& chain) {
+  device::ChainStaging s;
+  bool after_gate = !chain.gated(), source = false, residual = false;
+  for (const EpilogueNode& node : chain.nodes) {
+    if (node.op == EpilogueOp::SwiGlu || node.op == EpilogueOp::GeGlu) after_gate = true;
+    if (!after_gate) continue;
+    source |= node.op == EpilogueOp::AddSource;
+    residual |= node.op == EpilogueOp::Residual;
+    s.bias |= node.op == EpilogueOp::ColumnBias;
+  }
+  if (chain.gated()) s.up = s.planes++;
+  if (source) s.source = s.planes++;
+  if (residual) s.residual = s.planes++;
+  return s;
+}
+
 template <class T, class Out, int kE>
 void launch(const PointwiseChainArgs& a, cudaStream_t stream) {
   device::PointwiseChainParams p;
@@ -76,10 +93,20 @@ void launch(const PointwiseChainArgs& a, cudaStream_t stream) {
   p.chain = epilogue::make_device_chain(a.chain, a.tensors, a.x.dtype);
   p.quant_scale = a.tensors.quant_scale;
   p.amax = a.tensors.amax;
-  const std::uint64_t threads = std::uint64_t{p.rows} * p.chunks_per_row;
-  if (threads == 0) return;
-  const auto blocks = static_cast<unsigned>((threads + device::kChainThreads - 1) / device::kChainThreads);
-  device::pointwise_chain_kernel<T, Out, kE><<<blocks, device::kChainThreads, 0, stream>>>(p);
+  const std::uint64_t chunks = std::uint64_t{p.rows} * p.chunks_per_row;
+  if (chunks == 0) return;
+  std::size_t shared_bytes = 0;
+  std::uint64_t chunks_per_cta = device::kChainThreads;
+  if constexpr (kE > 1) {
+    p.staging = staging_of(a.chain);
+    chunks_per_cta = device::kChainTileChunks;
+    shared_bytes = std::size_t{device::kChunkBytes} * device::kChainTileChunks * static_cast<std::size_t>(p.staging.planes);
+    check_cuda(cudaFuncSetAttribute(device::pointwise_chain_kernel<T, Out, kE>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+               "pointwise_chain_kernel shared memory");
+  }
+  const auto blocks = static_cast<unsigned>((chunks + chunks_per_cta - 1) / chunks_per_cta);
+  device::pointwise_chain_kernel<T, Out, kE><<<blocks, device::kChainThreads, shared_bytes, stream>>>(p);
   check_launch("pointwise_chain_kernel");
 }
 
