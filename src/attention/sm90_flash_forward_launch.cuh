@@ -24,9 +24,13 @@ auto token_tensor(const void* data, int seqlen, int heads, int batch, const dev:
                      make_layout(make_shape(seqlen, kHeadDim, heads, batch), make_stride(s.token, _1{}, s.head, s.batch)));
 }
 
-// NOTE: a group's K and V take about half the L2, so that the group after it can start loading
-// while the CTAs still on this one keep their K and V cached.
-constexpr std::size_t kL2ShareForGroup = 2;
+// NOTE: a group's K and V take about an eighth of the L2, so that the CTAs of one round read few
+// heads' K and V at the same time and the next groups start loading while the CTAs still on this
+// one keep theirs cached. Measured on the H200 (docs/performance.md, session 4, one run, bf16):
+// an eighth against a half ran D = 128 at 593 against 550 TFLOP/s (S = 4096) and 628 against 611
+// (S = 8192), D = 256 at 690 against 634 (S = 8192), D = 64 and S = 16384 within ±1 %; a
+// sixteenth and a sixty-fourth ran within the run's noise of an eighth.
+constexpr std::size_t kL2ShareForGroup = 8;
 
 // (batch, head) pairs per scheduler group: as many key/value heads as fit in the L2 share, times
 // the query heads that read each; one group (all pairs) under a causal or window mask.

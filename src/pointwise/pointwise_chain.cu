@@ -95,18 +95,26 @@ void launch(const PointwiseChainArgs& a, cudaStream_t stream) {
   p.amax = a.tensors.amax;
   const std::uint64_t chunks = std::uint64_t{p.rows} * p.chunks_per_row;
   if (chunks == 0) return;
-  std::size_t shared_bytes = 0;
-  std::uint64_t chunks_per_cta = device::kChainThreads;
-  if constexpr (kE > 1) {
+  const auto kernel = device::pointwise_chain_kernel<T, Out, kE>;
+  if constexpr (kE == 1) {
+    const auto blocks = static_cast<unsigned>((chunks + device::kChainThreads - 1) / device::kChainThreads);
+    kernel<<<blocks, device::kChainThreads, 0, stream>>>(p);
+  } else {
     p.staging = staging_of(a.chain);
-    chunks_per_cta = device::kChainTileChunks;
-    shared_bytes = std::size_t{device::kChunkBytes} * device::kChainTileChunks * static_cast<std::size_t>(p.staging.planes);
-    check_cuda(cudaFuncSetAttribute(device::pointwise_chain_kernel<T, Out, kE>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+    p.row_of_chunk = cutlass::FastDivmod(static_cast<int>(p.chunks_per_row));
+    const std::size_t shared_bytes = std::size_t{device::kChunkBytes} * device::kChainTileChunks *
+                                     static_cast<std::size_t>(p.staging.planes) * device::kChainBuffers;
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
                "pointwise_chain_kernel shared memory");
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, device::kChainThreads, shared_bytes),
+               "pointwise_chain_kernel occupancy");
+    require(per_sm >= 1, "pointwise_chain_kernel resident CTAs", ">= 1 with this shared memory", per_sm);
+    const std::uint64_t tiles = (chunks + device::kChainTileChunks - 1) / device::kChainTileChunks;
+    const auto blocks = static_cast<unsigned>(
+        std::min<std::uint64_t>(tiles, std::uint64_t{static_cast<unsigned>(per_sm)} * current_device_info().sm_count));
+    kernel<<<blocks, device::kChainThreads, shared_bytes, stream>>>(p);
   }
-  const auto blocks = static_cast<unsigned>((chunks + chunks_per_cta - 1) / chunks_per_cta);
-  device::pointwise_chain_kernel<T, Out, kE><<<blocks, device::kChainThreads, shared_bytes, stream>>>(p);
   check_launch("pointwise_chain_kernel");
 }
 

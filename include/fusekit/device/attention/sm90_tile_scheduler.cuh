@@ -9,8 +9,8 @@
 // next. At any time the CTAs work on about gridDim.x consecutive tile ids.
 //
 // Tile ids are ordered for L2: the (batch, head) pairs are cut into groups of `group_heads`
-// consecutive query heads whose K and V fit in about half the L2 (the host sizes them; under a
-// causal or window mask it makes one group, for balance: sm90_flash_forward_launch.cuh), and a
+// consecutive query heads whose K and V fit in about an eighth of the L2 (the host sizes them;
+// under a causal or window mask it makes one group, for balance: sm90_flash_forward_launch.cuh), and a
 // group's tiles all come before the next group's. The CTAs running at one time then read the K
 // and V of one or two groups, each key tile from DRAM about once and from L2 by every query
 // tile of its head. (Heads fastest over the whole grid, the first version, had 132 CTAs stream

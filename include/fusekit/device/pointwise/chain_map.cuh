@@ -6,6 +6,7 @@
 // tensor a node reads loaded as a chunk of the same columns. The Level-4 compiler emits calls to
 // it for the elementwise tails it cannot put into a GEMM.
 #include <cuda_fp8.h>
+#include <cutlass/fast_math.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -16,16 +17,19 @@
 namespace fusekit::device {
 
 inline constexpr int kChainThreads = 256;
-// Vector path: 16-byte chunks per thread, staged in shared memory by cp.async before any is
-// computed, and CTAs per SM at the register cap (80 registers; 64 spilled). NOTE: loaded into
+// Vector path: persistent CTAs; a tile is kChainChunks 16-byte chunks per thread, staged in shared
+// memory by cp.async while the previous tile is computed (two buffers), and CTAs per SM at the
+// register cap (80 registers; 64 spilled). NOTE: loaded into
 // registers one chunk per thread, the loads of a chunk waited one after another (a load in a
 // node's branch issues once the previous node has its value: bias→GELU→residual ran at 2.83
 // TB/s), and preloading every tensor of the chunk into registers took 92 registers (two CTAs per
 // SM). Staged, a thread keeps kChainChunks × (x and each row-indexed tensor) × 16 bytes in flight
-// without holding registers: 96 KB per SM for x and a residual.
+// without holding registers: 96 KB per SM for x and a residual. Staged but not double-buffered
+// (a CTA's load and compute phases one after the other, three CTAs per SM): 3.28 TB/s.
 inline constexpr int kChainChunks = 4;
 inline constexpr int kChainMinCtas = 3;
-inline constexpr int kChainTileChunks = kChainThreads * kChainChunks;  // output chunks per CTA
+inline constexpr int kChainTileChunks = kChainThreads * kChainChunks;  // output chunks per tile
+inline constexpr int kChainBuffers = 2;
 
 // The planes of shared memory the vector path stages, each kChainTileChunks chunks: x's gate (or
 // only) columns always, then x's up columns, the source and the residual where the nodes after
@@ -43,6 +47,10 @@ struct PointwiseChainParams {
   std::int64_t ld_y = 0;
   std::uint32_t rows = 0;
   std::uint32_t chunks_per_row = 0;  // output columns / elements per chunk
+  // Vector path: chunk index → (row, chunk in row) by a multiply and shift. NOTE: a 32-bit
+  // division was ~20 instructions per chunk; the vector path's chunk indices are below 2^30
+  // (fewer than 2^32 elements, at least 4 per chunk), inside FastDivmod's signed range.
+  cutlass::FastDivmod row_of_chunk;
   Chain chain;
   const float* quant_scale = nullptr;  // QuantizeE4M3
   float* amax = nullptr;               // QuantizeE4M3, optional
@@ -79,28 +87,6 @@ __device__ __forceinline__ float gelu(float x) {
   else return gelu_tanh(x);
 }
 
-// The tensors a run of nodes reads at one chunk of columns, loaded (load) or taken from the
-// shared-memory staging (vector path) before the nodes run.
-template <class T, int kE>
-struct NodeOperands {
-  Pack<T, kE> source, bias, residual;
-
-  __device__ void load(const Chain& c, int first, int last, std::int64_t i, int col) {
-    for (int k = first; k < last; ++k) {
-      switch (c.nodes[k].op) {
-        case EpilogueOp::AddSource:
-          source = load_chunk<T, kE>(static_cast<const T*>(c.source) + i * c.ld_source + col, Cache::Stream);
-          break;
-        case EpilogueOp::ColumnBias: bias = load_chunk<T, kE>(static_cast<const T*>(c.bias) + col, Cache::Keep); break;
-        case EpilogueOp::Residual:
-          residual = load_chunk<T, kE>(static_cast<const T*>(c.residual) + i * c.ld_residual + col, Cache::Stream);
-          break;
-        default: break;
-      }
-    }
-  }
-};
-
 // v += scale · pack, element by element in float.
 template <class T, int kE>
 __device__ __forceinline__ void add_pack(float (&v)[kE], const Pack<T, kE>& pack, float scale = 1.0f) {
@@ -108,41 +94,97 @@ __device__ __forceinline__ void add_pack(float (&v)[kE], const Pack<T, kE>& pack
   for (int e = 0; e < kE; ++e) v[e] = fmaf(scale, Element<T>::load(pack.e[e]), v[e]);
 }
 
-// One node on the kE values of row i at columns [col, col + kE); the tensors it reads are in `ops`.
-template <class T, int kE>
-__device__ inline void apply_node(const Chain& c, const ChainNode& node, float (&v)[kE], std::int64_t i, int col,
-                                  const NodeOperands<T, kE>& ops, const PointwiseChainParams& p, float& amax) {
+// Where the values of a block of kVec chunks sit: rows `row`, columns `col` (the gate or up
+// columns before a gated node, the output columns from it on); `live`: inside the matrix (a dead
+// chunk repeats the last live one's position, so its values are real numbers that change no
+// amax, and only its stores are skipped).
+template <int kVec>
+struct BlockColumns {
+  std::uint32_t row[kVec];
+  int col[kVec];
+  bool live[kVec];
+};
+
+// The tensors of position-dependent nodes, read from global memory at the block's positions when
+// the node runs.
+template <class T, int kE, int kVec>
+struct GlobalOperands {
+  const Chain& c;
+  const BlockColumns<kVec>& at;
+  __device__ Pack<T, kE> source(int b) const {
+    return load_chunk<T, kE>(static_cast<const T*>(c.source) + std::int64_t{at.row[b]} * c.ld_source + at.col[b],
+                             Cache::Stream);
+  }
+  __device__ Pack<T, kE> bias(int b) const {
+    return load_chunk<T, kE>(static_cast<const T*>(c.bias) + at.col[b], Cache::Keep);
+  }
+  __device__ Pack<T, kE> residual(int b) const {
+    return load_chunk<T, kE>(static_cast<const T*>(c.residual) + std::int64_t{at.row[b]} * c.ld_residual + at.col[b],
+                             Cache::Stream);
+  }
+};
+
+// One node on a block of kVec chunks. NOTE: the chain is interpreted (the node's op is read and
+// dispatched at run time), so a node costs its dispatch once per block, not once per chunk: one
+// chunk at a time, bias→GELU→residual executed 45 instructions per element (ncu, session 4).
+template <class T, int kE, int kVec, class Operands>
+__device__ inline void apply_node(const PointwiseChainParams& p, const ChainNode& node, float (&v)[kVec][kE],
+                                  const BlockColumns<kVec>& at, const Operands& operands, float& amax) {
+  const Chain& c = p.chain;
   switch (node.op) {
-    case EpilogueOp::AddSource: add_pack(v, ops.source, node.p0); break;
-    case EpilogueOp::ColumnBias: add_pack(v, ops.bias); break;
-    case EpilogueOp::Residual: add_pack(v, ops.residual); break;
-    case EpilogueOp::RowScale: {
-      const float s = c.row_scale[i];
+    case EpilogueOp::AddSource:
 #pragma unroll
-      for (int e = 0; e < kE; ++e) v[e] *= s;
+      for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.source(b), node.p0);
       break;
-    }
+    case EpilogueOp::ColumnBias:
+#pragma unroll
+      for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.bias(b));
+      break;
+    case EpilogueOp::Residual:
+#pragma unroll
+      for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.residual(b));
+      break;
+    case EpilogueOp::RowScale:
+#pragma unroll
+      for (int b = 0; b < kVec; ++b) {
+        const float scale = c.row_scale[at.row[b]];
+#pragma unroll
+        for (int e = 0; e < kE; ++e) v[b][e] *= scale;
+      }
+      break;
     case EpilogueOp::ColumnScale:
 #pragma unroll
-      for (int e = 0; e < kE; ++e) v[e] *= __ldg(c.col_scale + col + e);
+      for (int b = 0; b < kVec; ++b)
+#pragma unroll
+        for (int e = 0; e < kE; ++e) v[b][e] *= __ldg(c.col_scale + at.col[b] + e);
       break;
-    case EpilogueOp::StoreAux: store_values<T, kE>(static_cast<T*>(c.aux) + i * c.ld_aux + col, v); break;
+    case EpilogueOp::StoreAux:
+#pragma unroll
+      for (int b = 0; b < kVec; ++b)
+        if (at.live[b]) store_values<T, kE>(static_cast<T*>(c.aux) + std::int64_t{at.row[b]} * c.ld_aux + at.col[b], v[b]);
+      break;
     case EpilogueOp::QuantizeE4M3: {
       const float scale = *p.quant_scale;
 #pragma unroll
-      for (int e = 0; e < kE; ++e) {
-        amax = fmaxf(amax, fabsf(v[e]));
-        v[e] *= scale;  // rounded to e4m3 by the store
-      }
+      for (int b = 0; b < kVec; ++b)
+#pragma unroll
+        for (int e = 0; e < kE; ++e) {
+          amax = fmaxf(amax, fabsf(v[b][e]));
+          v[b][e] *= scale;  // rounded to e4m3 by the store
+        }
       break;
     }
     case EpilogueOp::GeluTanh:
 #pragma unroll
-      for (int e = 0; e < kE; ++e) v[e] = gelu<T>(v[e]);
+      for (int b = 0; b < kVec; ++b)
+#pragma unroll
+        for (int e = 0; e < kE; ++e) v[b][e] = gelu<T>(v[b][e]);
       break;
     default:
 #pragma unroll
-      for (int e = 0; e < kE; ++e) v[e] = apply_uniform(node, v[e]);
+      for (int b = 0; b < kVec; ++b)
+#pragma unroll
+        for (int e = 0; e < kE; ++e) v[b][e] = apply_uniform(node, v[b][e]);
       break;
   }
 }
@@ -163,8 +205,15 @@ struct ChunkPosition {
   template <int kE>
   __device__ static ChunkPosition of(const PointwiseChainParams& p, std::uint32_t index) {
     ChunkPosition at;
-    at.i = index / p.chunks_per_row;
-    at.j = static_cast<int>(index - at.i * p.chunks_per_row) * kE;
+    if constexpr (kE > 1) {
+      int row = 0, chunk = 0;
+      p.row_of_chunk.fast_divmod(row, chunk, static_cast<int>(index));
+      at.i = static_cast<std::uint32_t>(row);
+      at.j = chunk * kE;
+    } else {
+      at.i = index / p.chunks_per_row;
+      at.j = static_cast<int>(index - at.i * p.chunks_per_row) * kE;
+    }
     at.gate_col = at.j;
     at.up_col = 0;
     const Chain& c = p.chain;
@@ -177,28 +226,40 @@ struct ChunkPosition {
   }
 };
 
-// The chain on one chunk: x's gate (or only) values in v, its up values in up (gated chains), the
-// tensors of the nodes after the gate in ops; returns the output values in v.
-template <class T, int kE>
-__device__ inline void run_chain(const PointwiseChainParams& p, const ChunkPosition& at, float (&v)[kE],
-                                 float (&up)[kE], const NodeOperands<T, kE>& ops, float& amax) {
+// The chain on a block of kVec chunks at `at`: x's gate (or only) values in v, its up values in up
+// (kGated), the tensors of the nodes after the gate read through `operands`; returns the output
+// values in v.
+template <class T, int kE, int kVec, bool kGated, class Operands>
+__device__ inline void run_chain(const PointwiseChainParams& p, const ChunkPosition (&at)[kVec], const bool (&live)[kVec],
+                                 float (&v)[kVec][kE], float (&up)[kVec][kE], const Operands& operands, float& amax) {
   const Chain& c = p.chain;
-  const bool gated = c.gate < c.count;
-  if (gated) {
-    // NOTE: nodes before a gate (rare: they act on the 2N accumulator columns) load their tensors
-    // one node at a time, for each half.
+  BlockColumns<kVec> out;
+#pragma unroll
+  for (int b = 0; b < kVec; ++b) {
+    out.row[b] = at[b].i;
+    out.col[b] = at[b].j;
+    out.live[b] = live[b];
+  }
+  if constexpr (kGated) {
+    // NOTE: nodes before a gate (rare: they act on the 2N accumulator columns) read their
+    // tensors from global memory as they run, for each half.
+    BlockColumns<kVec> gate = out, upper = out;
+#pragma unroll
+    for (int b = 0; b < kVec; ++b) {
+      gate.col[b] = at[b].gate_col;
+      upper.col[b] = at[b].up_col;
+    }
     for (int k = 0; k < c.gate; ++k) {
-      NodeOperands<T, kE> node_ops;
-      node_ops.load(c, k, k + 1, at.i, at.gate_col);
-      apply_node<T, kE>(c, c.nodes[k], v, at.i, at.gate_col, node_ops, p, amax);
-      node_ops.load(c, k, k + 1, at.i, at.up_col);
-      apply_node<T, kE>(c, c.nodes[k], up, at.i, at.up_col, node_ops, p, amax);
+      apply_node<T, kE, kVec>(p, c.nodes[k], v, gate, GlobalOperands<T, kE, kVec>{c, gate}, amax);
+      apply_node<T, kE, kVec>(p, c.nodes[k], up, upper, GlobalOperands<T, kE, kVec>{c, upper}, amax);
     }
     const bool swiglu = c.nodes[c.gate].op == EpilogueOp::SwiGlu;
 #pragma unroll
-    for (int e = 0; e < kE; ++e) v[e] = (swiglu ? silu(v[e]) : gelu<T>(v[e])) * up[e];
+    for (int b = 0; b < kVec; ++b)
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v[b][e] = (swiglu ? silu(v[b][e]) : gelu<T>(v[b][e])) * up[b][e];
   }
-  for (int k = gated ? c.gate + 1 : 0; k < c.count; ++k) apply_node<T, kE>(c, c.nodes[k], v, at.i, at.j, ops, p, amax);
+  for (int k = kGated ? c.gate + 1 : 0; k < c.count; ++k) apply_node<T, kE, kVec>(p, c.nodes[k], v, out, operands, amax);
 }
 
 template <class T, int kE>
@@ -212,66 +273,129 @@ __device__ __forceinline__ void copy_chunk_async(uint4* to, const void* from) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(from) : "memory");
 }
 
+// The vector path's shared memory: [buffer][plane][k][thread] chunks, each thread's own.
+template <class T, int kE>
+struct ChainStage {
+  using Chunk = Pack<T, kE>;
+  uint4* base;
+  int planes;
+  __device__ uint4* slot(int buffer, int plane, int k) const {
+    return &base[((buffer * planes + plane) * kChainChunks + k) * kChainThreads + threadIdx.x];
+  }
+  __device__ Chunk get(int buffer, int plane, int k) const { return *reinterpret_cast<const Chunk*>(slot(buffer, plane, k)); }
+};
+
+// The tensors of the nodes after the gate in the vector path: source and residual staged in
+// shared memory, the bias read through L1 (every row reads the same).
+template <class T, int kE, int kVec>
+struct StagedOperands {
+  const Chain& c;
+  const ChainStaging& staging;
+  const ChainStage<T, kE>& stage;
+  int buffer, k0;
+  const ChunkPosition (&at)[kVec];
+  __device__ Pack<T, kE> source(int b) const { return stage.get(buffer, staging.source, k0 + b); }
+  __device__ Pack<T, kE> bias(int b) const {
+    return load_chunk<T, kE>(static_cast<const T*>(c.bias) + at[b].j, Cache::Keep);
+  }
+  __device__ Pack<T, kE> residual(int b) const { return stage.get(buffer, staging.residual, k0 + b); }
+};
+
+// Chunks k0 … k0 + kVec − 1 of the thread's staged tile `tile`: the chain, then the stores.
+template <class T, class Out, int kE, int kVec, bool kGated>
+__device__ inline void chain_block(const PointwiseChainParams& p, const ChainStage<T, kE>& stage, std::uint64_t tile,
+                                   int buffer, int k0, std::uint64_t total, float& amax) {
+  ChunkPosition at[kVec];
+  bool live[kVec];
+  float v[kVec][kE], up[kVec][kE];  // up: unused (and dropped) unless kGated
+#pragma unroll
+  for (int b = 0; b < kVec; ++b) {
+    const std::uint64_t index = tile * kChainTileChunks + static_cast<std::uint64_t>(k0 + b) * kChainThreads + threadIdx.x;
+    live[b] = index < total;
+    at[b] = ChunkPosition::of<kE>(p, static_cast<std::uint32_t>(live[b] ? index : total - 1));
+    unpack<T, kE>(stage.get(buffer, 0, k0 + b), v[b]);
+    if constexpr (kGated) unpack<T, kE>(stage.get(buffer, p.staging.up, k0 + b), up[b]);
+  }
+  run_chain<T, kE, kVec, kGated>(p, at, live, v, up,
+                                 StagedOperands<T, kE, kVec>{p.chain, p.staging, stage, buffer, k0, at}, amax);
+#pragma unroll
+  for (int b = 0; b < kVec; ++b)
+    if (live[b]) store_values<Out, kE>(static_cast<Out*>(p.y) + std::int64_t{at[b].i} * p.ld_y + at[b].j, v[b]);
+}
+
+// Chunks interpreted together (a node dispatched once per block): ungated chains, and gated ones
+// (x's gate and up halves both in registers).
+inline constexpr int kBlockChunks = 2;
+inline constexpr int kGatedBlockChunks = 1;
+
 // T: x's dtype (and the chain's tensors'); Out: y's (T, or e4m3 after quantize_e4m3); kE: elements
 // per chunk, 16 bytes of T (every row and tensor 16-byte aligned, columns and gate blocks whole
 // chunks: kChainChunks chunks per thread, staged in p.staging.planes planes of dynamic shared
-// memory) or 1 (one element per thread, read directly).
+// memory, two buffers of them) or 1 (one element per thread, read directly).
 template <class T, class Out, int kE>
 __global__ void __launch_bounds__(kChainThreads, kChainMinCtas) pointwise_chain_kernel(const PointwiseChainParams p) {
   const Chain& c = p.chain;
+  const bool gated = c.gate < c.count;
   const std::uint64_t total = std::uint64_t{p.rows} * p.chunks_per_row;
   float amax = 0.0f;
-  float v[kE], up[kE];
   if constexpr (kE == 1) {
     const std::uint64_t index = std::uint64_t{blockIdx.x} * kChainThreads + threadIdx.x;
-    if (index < total) {
-      const auto at = ChunkPosition::of<kE>(p, static_cast<std::uint32_t>(index));
-      const T* row = static_cast<const T*>(p.x) + std::int64_t{at.i} * p.ld_x;
-      NodeOperands<T, kE> ops;
-      ops.load(c, c.gate < c.count ? c.gate + 1 : 0, c.count, at.i, at.j);
-      load_values<T, kE>(row + at.gate_col, v, Cache::Stream);
-      if (c.gate < c.count) load_values<T, kE>(row + at.up_col, up, Cache::Stream);
-      run_chain<T, kE>(p, at, v, up, ops, amax);
-      store_values<Out, kE>(static_cast<Out*>(p.y) + std::int64_t{at.i} * p.ld_y + at.j, v);
+    const bool live[1] = {index < total};
+    const ChunkPosition at[1] = {ChunkPosition::of<kE>(p, static_cast<std::uint32_t>(live[0] ? index : total - 1))};
+    const T* row = static_cast<const T*>(p.x) + std::int64_t{at[0].i} * p.ld_x;
+    float v[1][kE], up[1][kE];
+    load_values<T, kE>(row + at[0].gate_col, v[0], Cache::Stream);
+    BlockColumns<1> out{{at[0].i}, {at[0].j}, {live[0]}};
+    const GlobalOperands<T, kE, 1> operands{c, out};
+    if (gated) {
+      load_values<T, kE>(row + at[0].up_col, up[0], Cache::Stream);
+      run_chain<T, kE, 1, true>(p, at, live, v, up, operands, amax);
+    } else {
+      run_chain<T, kE, 1, false>(p, at, live, v, up, operands, amax);
     }
+    if (live[0]) store_values<Out, kE>(static_cast<Out*>(p.y) + std::int64_t{at[0].i} * p.ld_y + at[0].j, v[0]);
   } else {
-    using Chunk = Pack<T, kE>;
-    extern __shared__ uint4 staged[];  // [plane][k][thread]
+    extern __shared__ uint4 staged[];
     const ChainStaging& s = p.staging;
-    const auto slot = [&](int plane, int k) { return &staged[(plane * kChainChunks + k) * kChainThreads + threadIdx.x]; };
-    const auto chunk_index = [&](int k) {
-      return (std::uint64_t{blockIdx.x} * kChainChunks + k) * kChainThreads + threadIdx.x;
-    };
-    // Every stream of every chunk in flight at once; each thread reads back only its own slots.
+    const ChainStage<T, kE> stage{staged, s.planes};
+    const std::uint64_t tiles = (total + kChainTileChunks - 1) / kChainTileChunks;
+    // Starts the copies of every stream of the thread's chunks of `tile` (a dead chunk copies the
+    // last live one); each thread reads back only its own slots, so no CTA barrier is needed.
+    const auto stage_tile = [&](std::uint64_t tile, int buffer) {
+      if (tile < tiles) {
 #pragma unroll
-    for (int k = 0; k < kChainChunks; ++k) {
-      const std::uint64_t index = chunk_index(k);
-      if (index >= total) continue;
-      const auto at = ChunkPosition::of<kE>(p, static_cast<std::uint32_t>(index));
-      const T* row = static_cast<const T*>(p.x) + std::int64_t{at.i} * p.ld_x;
-      copy_chunk_async(slot(0, k), row + at.gate_col);
-      if (s.up >= 0) copy_chunk_async(slot(s.up, k), row + at.up_col);
-      if (s.source >= 0)
-        copy_chunk_async(slot(s.source, k), static_cast<const T*>(c.source) + std::int64_t{at.i} * c.ld_source + at.j);
-      if (s.residual >= 0)
-        copy_chunk_async(slot(s.residual, k),
-                         static_cast<const T*>(c.residual) + std::int64_t{at.i} * c.ld_residual + at.j);
-    }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        for (int k = 0; k < kChainChunks; ++k) {
+          const std::uint64_t index = tile * kChainTileChunks + static_cast<std::uint64_t>(k) * kChainThreads + threadIdx.x;
+          const auto at = ChunkPosition::of<kE>(p, static_cast<std::uint32_t>(index < total ? index : total - 1));
+          const T* row = static_cast<const T*>(p.x) + std::int64_t{at.i} * p.ld_x;
+          copy_chunk_async(stage.slot(buffer, 0, k), row + at.gate_col);
+          if (s.up >= 0) copy_chunk_async(stage.slot(buffer, s.up, k), row + at.up_col);
+          if (s.source >= 0)
+            copy_chunk_async(stage.slot(buffer, s.source, k),
+                             static_cast<const T*>(c.source) + std::int64_t{at.i} * c.ld_source + at.j);
+          if (s.residual >= 0)
+            copy_chunk_async(stage.slot(buffer, s.residual, k),
+                             static_cast<const T*>(c.residual) + std::int64_t{at.i} * c.ld_residual + at.j);
+        }
+      }
+      asm volatile("cp.async.commit_group;\n" ::: "memory");  // empty past the last tile
+    };
+    // Persistent: tile blockIdx.x + r·gridDim.x in round r, the next round's tile in flight in
+    // the other buffer while this one is computed.
+    int buffer = 0;
+    stage_tile(blockIdx.x, buffer);
+    for (std::uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, buffer ^= 1) {
+      stage_tile(tile + gridDim.x, buffer ^ 1);
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      if (gated) {
 #pragma unroll 1
-    for (int k = 0; k < kChainChunks; ++k) {
-      const std::uint64_t index = chunk_index(k);
-      if (index >= total) break;
-      const auto at = ChunkPosition::of<kE>(p, static_cast<std::uint32_t>(index));
-      NodeOperands<T, kE> ops;
-      if (s.source >= 0) ops.source = *reinterpret_cast<const Chunk*>(slot(s.source, k));
-      if (s.residual >= 0) ops.residual = *reinterpret_cast<const Chunk*>(slot(s.residual, k));
-      if (s.bias) ops.bias = load_chunk<T, kE>(static_cast<const T*>(c.bias) + at.j, Cache::Keep);
-      unpack<T, kE>(*reinterpret_cast<const Chunk*>(slot(0, k)), v);
-      if (s.up >= 0) unpack<T, kE>(*reinterpret_cast<const Chunk*>(slot(s.up, k)), up);
-      run_chain<T, kE>(p, at, v, up, ops, amax);
-      store_values<Out, kE>(static_cast<Out*>(p.y) + std::int64_t{at.i} * p.ld_y + at.j, v);
+        for (int k0 = 0; k0 < kChainChunks; k0 += kGatedBlockChunks)
+          chain_block<T, Out, kE, kGatedBlockChunks, true>(p, stage, tile, buffer, k0, total, amax);
+      } else {
+#pragma unroll 1
+        for (int k0 = 0; k0 < kChainChunks; k0 += kBlockChunks)
+          chain_block<T, Out, kE, kBlockChunks, false>(p, stage, tile, buffer, k0, total, amax);
+      }
     }
   }
   if constexpr (!std::is_same_v<Out, T>) {
