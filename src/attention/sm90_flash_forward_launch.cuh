@@ -32,18 +32,20 @@ auto token_tensor(const void* data, int seqlen, int heads, int batch, const dev:
 // sixteenth and a sixty-fourth ran within the run's noise of an eighth.
 constexpr std::size_t kL2ShareForGroup = 8;
 
+inline bool unmasked(const device::attention::FlashForwardParams& p) {
+  return p.window_left >= device::attention::kNoLimit && p.window_right >= device::attention::kNoLimit;
+}
+inline bool causal(const device::attention::FlashForwardParams& p) {
+  return p.window_left >= device::attention::kNoLimit && p.window_right == 0;
+}
+
 // (batch, head) pairs per scheduler group: as many key/value heads as fit in the L2 share, times
-// the query heads that read each; one group (all pairs) under a causal or window mask.
-// NOTE: masked query tiles differ in length, and the static serpentine assignment stays balanced
-// only while each round of gridDim.x tiles spans few lengths. With all pairs in one group a round
-// spans about gridDim.x / pairs query tiles; L2 groups restart the lengths at every group boundary
-// and can leave a CTA a whole long tile behind, which at causal S = 8192, D = 128 would cost more
-// than the K/V re-reads it saves (~0.5 TB/s of DRAM by the traffic arithmetic).
+// the query heads that read each; one group (all pairs) under a sliding window, whose tiles
+// differ in length without the causal pairing that keeps groups balanced.
 template <class T, int kHeadDim>
 int group_heads(const dev::FlashForwardParams& base, const TensorExtents& extents) {
   const int pairs = base.heads_q * extents.batch;
-  const bool equal_tiles = base.window_left >= dev::kNoLimit && base.window_right >= dev::kNoLimit;
-  if (!equal_tiles) return pairs;
+  if (!unmasked(base) && !causal(base)) return pairs;
   const std::size_t kv_bytes = 2 * static_cast<std::size_t>(base.seqlen_k) * kHeadDim * sizeof(T);
   const std::size_t kv_heads = std::max<std::size_t>(1, current_device_info().l2_bytes / kL2ShareForGroup / kv_bytes);
   return static_cast<int>(std::min<std::size_t>(kv_heads * base.group, pairs));
@@ -76,10 +78,11 @@ void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, c
   }();
   (void)configured;
   // Persistent grid: one CTA per SM (one 384-thread CTA fits an SM), or fewer when the tiles are
-  // fewer. NOTE: a grid of scheduler.tiles() CTAs runs one tile per CTA with the same kernel.
+  // fewer. NOTE: a grid of scheduler.units() CTAs runs one unit per CTA with the same kernel.
   p.scheduler = {(base.seqlen_q + dev::sm90::kBlockM - 1) / dev::sm90::kBlockM, base.heads_q, extents.batch,
-                 group_heads<T, kHeadDim>(base, extents)};
-  const int grid = std::min(p.scheduler.tiles(), current_device_info().sm_count);
+                 group_heads<T, kHeadDim>(base, extents),
+                 causal(base) ? dev::sm90::Order::CausalPairs : dev::sm90::Order::Rounds};
+  const int grid = std::min(p.scheduler.units(), current_device_info().sm_count);
   kernel<<<grid, dev::sm90::kThreads, kSmem, stream>>>(p);
   check_launch("sm90_flash_forward_kernel");
 }
@@ -89,10 +92,6 @@ void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, c
 // TFLOP/s at S = 4096 and 632 against 607 at S = 16384 (bf16, docs/performance.md). Masked calls
 // keep 128-key tiles, which align with the 128-row query tiles along the diagonal.
 inline constexpr int kWideBlockN = 176, kWideStages = 2;
-
-inline bool unmasked(const device::attention::FlashForwardParams& p) {
-  return p.window_left >= device::attention::kNoLimit && p.window_right >= device::attention::kNoLimit;
-}
 
 }  // namespace detail
 

@@ -62,7 +62,8 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
   // NOTE: a reference into the kernel's parameter space: the scheduler's fields are read from the
   // constant bank when needed instead of holding consumer registers across the mainloop.
   const L2GroupedScheduler& scheduler = p.scheduler;
-  // Both roles walk the same tiles; a tile without visible keys loads nothing and stores O = 0.
+  // The producer picks the tiles and hands each id to the consumers (Storage::tile_id); a tile
+  // without visible keys loads nothing and stores O = 0.
   auto tile_geometry = [&](int tile, WorkTile& work, SequenceView& seq, int& m0) {
     work = scheduler.at(tile);
     seq = sequence_view(p.base, work.batch);
@@ -75,27 +76,37 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
     if (issuer) {
       PipelineState k_state = cutlass::make_producer_start_state<Pipeline>();
       PipelineState v_state = k_state;
-      int q_loads = 0;
-      for (int tile = scheduler.first(); tile < scheduler.tiles(); tile = scheduler.next(tile)) {
+      int handoffs = 0;
+      const int grid = static_cast<int>(gridDim.x), cta = static_cast<int>(blockIdx.x);
+      for (int tile = scheduler.first(grid, cta); tile < scheduler.ids(); ++handoffs) {
         WorkTile work;
         SequenceView seq;
         int m0 = 0;
         const KeyTiles tiles = tile_geometry(tile, work, seq, m0);
-        if (tiles.count() == 0) continue;
-        const int next = scheduler.next(tile);
-        if (next < scheduler.tiles()) Mainloop::prefetch_q(p, scheduler.at(next));
-        Mainloop::load(p, storage, pipeline_k, pipeline_v, k_state, v_state, work, tiles, q_loads);
-        ++q_loads;
+        if (tiles.count() > 0)
+          Mainloop::load(p, storage, pipeline_k, pipeline_v, k_state, v_state, tile, work, tiles, handoffs);
+        else
+          hand_off_id(storage, tile, handoffs);
+        // NOTE: the next tile is taken once this one's loads are issued (the producer runs at most
+        // kStages key tiles ahead of the consumers), and its Q prefetched into L2 then. Taken
+        // before the loads, it stayed live across them and the producer spilled at its
+        // kProducerRegisters.
+        tile = scheduler.next(tile, grid, cta);
+        if (tile < scheduler.ids()) Mainloop::prefetch_q(p, scheduler.at(tile));
       }
+      hand_off_id(storage, scheduler.ids(), handoffs);  // the end sentinel
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
     const Pingpong pingpong(warpgroup - 1);
     const int thread = static_cast<int>(threadIdx.x) - kWarpgroupThreads;
     PipelineState k_state, v_state;
-    int q_loads = 0;
     pingpong.start();
-    for (int tile = scheduler.first(); tile < scheduler.tiles(); tile = scheduler.next(tile)) {
+    for (int handoffs = 0;; ++handoffs) {
+      cutlass::arch::ClusterBarrier::wait(&storage.q_full, q_phase(handoffs));
+      // NOTE: volatile: read again after every wait, never kept from the previous handoff.
+      const int tile = *static_cast<volatile int*>(&storage.tile_id);
+      if (tile >= scheduler.ids()) break;
       WorkTile work;
       SequenceView seq;
       int m0 = 0;
@@ -104,9 +115,10 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
       clear(o);
       OnlineSoftmax<2> softmax;
       if (tiles.count() > 0) {
-        Mainloop::mma(p, storage, pipeline_k, pipeline_v, k_state, v_state, seq, m0, tiles, q_loads, pingpong, thread,
-                      o, softmax);
-        ++q_loads;
+        Mainloop::mma(p, storage, pipeline_k, pipeline_v, k_state, v_state, seq, m0, tiles, pingpong, thread, o,
+                      softmax);
+      } else {
+        cutlass::arch::ClusterBarrier::arrive(&storage.q_empty);
       }
       // NOTE: O leaves from registers, so this warpgroup's epilogue overlaps the other's GEMMs
       // and the producer's loads of the next tile.

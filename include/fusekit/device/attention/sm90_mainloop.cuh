@@ -3,8 +3,9 @@
 // consumers' wgmma GEMMs with the online softmax between them.
 //
 // Producer (one thread), per query tile, in the order the consumers use the data: K of the first
-// key tile, Q onto its own mbarrier (q_full; before it the producer waits on q_empty, which all
-// 256 consumer threads arrive on once their last S = Q·Kᵀ of the previous tile has completed),
+// key tile, the tile's id and Q onto its own mbarrier (q_full; before it the producer waits on
+// q_empty, which all 256 consumer threads arrive on once their last S = Q·Kᵀ of the previous
+// tile has completed),
 // then K_{j+1} before V_j (a consumer's turn j issues S_{j+1} with P_j·V_j), then the last V. K
 // and V go through two kStages-deep pipelines (full barrier: TMA bytes landed; empty barrier: all
 // 256 consumer threads released the stage) whose states carry on from one query tile to the next,
@@ -67,12 +68,26 @@ struct Sm90SharedStorage {
   array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> k;
   array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> v;
   typename Tile::Pipeline::SharedStorage pipeline_k, pipeline_v;
-  cutlass::arch::ClusterTransactionBarrier::ValueType q_full;  // Q landed (one arrival + bytes)
-  cutlass::arch::ClusterBarrier::ValueType q_empty;            // consumers done reading Q
+  // The query tile handoff, once per tile the CTA works on (with or without keys, and once more
+  // with the end sentinel): the producer writes tile_id and arrives on q_full (with Q's bytes
+  // when the tile has keys); the consumers read tile_id after q_full and arrive on q_empty once
+  // they are done with Q (after their last S = Q·Kᵀ) and the id.
+  cutlass::arch::ClusterTransactionBarrier::ValueType q_full;  // id written (and Q landed)
+  cutlass::arch::ClusterBarrier::ValueType q_empty;            // consumers done with Q and the id
+  int tile_id;  // ≥ the scheduler's tiles(): no more tiles
 };
 
-// Phase parity of the q_full / q_empty barriers for the CTA's q_loads-th Q tile (from 0).
-__device__ __forceinline__ std::uint32_t q_phase(int q_loads) { return static_cast<std::uint32_t>(q_loads) & 1u; }
+// Phase parity of the q_full / q_empty barriers for the CTA's handoff number `handoffs` (from 0).
+__device__ __forceinline__ std::uint32_t q_phase(int handoffs) { return static_cast<std::uint32_t>(handoffs) & 1u; }
+
+// The producer's half of a handoff without a Q load (a tile without visible keys, or the end
+// sentinel): once the consumers are done with the previous one, the id alone.
+template <class Storage>
+__device__ __forceinline__ void hand_off_id(Storage& storage, int tile, int handoffs) {
+  if (handoffs > 0) cutlass::arch::ClusterBarrier::wait(&storage.q_empty, q_phase(handoffs - 1));
+  storage.tile_id = tile;
+  cutlass::arch::ClusterBarrier::arrive(&storage.q_full);
+}
 
 enum class Accumulate : std::uint8_t { Overwrite, Add };
 
@@ -140,12 +155,13 @@ struct Sm90Mainloop {
   // Brings a later query tile's Q into L2 (no shared memory, no barrier). Run by one thread.
   __device__ static void prefetch_q(Params const& p, const WorkTile& work) { prefetch(p.tma_q, q_tile(p, work)); }
 
-  // The producer's loads for one query tile, the CTA's q_loads-th with key tiles: K and V for j in
-  // `tiles` and Q, in the order of the header. Run by one thread; `k_state` and `v_state` carry
-  // over from tile to tile.
+  // The producer's loads for query tile `tile` (the CTA's handoff number `handoffs`, with key
+  // tiles): K and V for j in `tiles` and Q, in the order of the header, with the tile's id handed
+  // to the consumers beside Q. Run by one thread; `k_state` and `v_state` carry over from tile to
+  // tile.
   __device__ static void load(Params const& p, Storage& storage, Pipeline& pipeline_k, Pipeline& pipeline_v,
-                              PipelineState& k_state, PipelineState& v_state, const WorkTile& work, KeyTiles tiles,
-                              int q_loads) {
+                              PipelineState& k_state, PipelineState& v_state, int tile, const WorkTile& work,
+                              KeyTiles tiles, int handoffs) {
     const int kv_head = work.head / p.base.group;
     Tensor m_k = p.tma_k.get_tma_tensor(make_shape(p.base.seqlen_k, head_dim(), p.heads_kv, p.batch));
     Tensor m_v = p.tma_v.get_tma_tensor(make_shape(p.base.seqlen_k, head_dim(), p.heads_kv, p.batch));
@@ -176,7 +192,9 @@ struct Sm90Mainloop {
       ++v_state;
     };
     load_k(tiles.begin);
-    if (q_loads > 0) cutlass::arch::ClusterBarrier::wait(&storage.q_empty, q_phase(q_loads - 1));
+    if (handoffs > 0) cutlass::arch::ClusterBarrier::wait(&storage.q_empty, q_phase(handoffs - 1));
+    // NOTE: the arrive below releases this write to the consumers, whose wait on q_full acquires it.
+    storage.tile_id = tile;
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Tile::kTileBytesQ);
     copy(p.tma_q.with(storage.q_full), t_gq, t_sq);
     for (int n = tiles.begin + 1; n < tiles.end; ++n) {
@@ -186,13 +204,13 @@ struct Sm90Mainloop {
     load_v(tiles.end - 1);
   }
 
-  // A consumer warpgroup's work on one query tile, the CTA's q_loads-th with key tiles: after it,
-  // `o` holds the unnormalised Σ_j P_j·V_j and `softmax` the row statistics. `thread` counts the
-  // 256 consumer threads.
+  // A consumer warpgroup's work on one query tile with key tiles, its Q landed (q_full): after
+  // it, `o` holds the unnormalised Σ_j P_j·V_j and `softmax` the row statistics. `thread` counts
+  // the 256 consumer threads.
   template <class FragO>
   __device__ static void mma(Params const& p, Storage& storage, Pipeline& pipeline_k, Pipeline& pipeline_v,
                              PipelineState& k_state, PipelineState& v_state, const SequenceView& seq, int m0,
-                             KeyTiles tiles, int q_loads, const Pingpong& pingpong, int thread, FragO& o,
+                             KeyTiles tiles, const Pingpong& pingpong, int thread, FragO& o,
                              OnlineSoftmax<2>& softmax) {
     typename Tile::TiledMmaQK mma_qk;
     typename Tile::TiledMmaPV mma_pv;
@@ -225,7 +243,6 @@ struct Sm90Mainloop {
       OnlineSoftmax<2>::rescale(out, alpha);
     };
 
-    cutlass::arch::ClusterBarrier::wait(&storage.q_full, q_phase(q_loads));
     // Tile 0: S only.
     pipeline_k.consumer_wait(k_state);
     pingpong.wait_turn();
@@ -258,7 +275,8 @@ struct Sm90Mainloop {
     if (tiles.count() > 1) retire_pv();
     round_probabilities(t_rs, t_rp);
 
-    // Every S = Q·Kᵀ of this tile has completed: the producer may load the next tile's Q.
+    // Every S = Q·Kᵀ of this tile has completed (and the id was read): the producer may hand off
+    // the next tile.
     cutlass::arch::ClusterBarrier::arrive(&storage.q_empty);
     // The last tile's P·V.
     pipeline_v.consumer_wait(v_state);
