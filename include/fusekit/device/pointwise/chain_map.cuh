@@ -67,17 +67,12 @@ __device__ __forceinline__ Pack<T, kE> load_chunk(const T* at, Cache cache) {
 
 template <class T, int kE>
 __device__ inline void load_values(const T* at, float (&v)[kE], Cache cache) {
-  const Pack<T, kE> pack = load_chunk<T, kE>(at, cache);
-#pragma unroll
-  for (int e = 0; e < kE; ++e) v[e] = Element<T>::load(pack.e[e]);
+  unpack_floats<T, kE>(load_chunk<T, kE>(at, cache), v);
 }
 
 template <class T, int kE>
 __device__ inline void store_values(T* at, const float (&v)[kE]) {
-  Pack<T, kE> pack;
-#pragma unroll
-  for (int e = 0; e < kE; ++e) pack.e[e] = Element<T>::store(v[e]);
-  __stcs(reinterpret_cast<typename Pack<T, kE>::Word*>(at), pack.word);
+  __stcs(reinterpret_cast<typename Pack<T, kE>::Word*>(at), pack_floats<T, kE>(v).word);
 }
 
 // GELU (tanh form) for results of type T: the hardware tanh when T is a 16-bit type.
@@ -90,8 +85,10 @@ __device__ __forceinline__ float gelu(float x) {
 // v += scale · pack, element by element in float.
 template <class T, int kE>
 __device__ __forceinline__ void add_pack(float (&v)[kE], const Pack<T, kE>& pack, float scale = 1.0f) {
+  float t[kE];
+  unpack_floats<T, kE>(pack, t);
 #pragma unroll
-  for (int e = 0; e < kE; ++e) v[e] = fmaf(scale, Element<T>::load(pack.e[e]), v[e]);
+  for (int e = 0; e < kE; ++e) v[e] = fmaf(scale, t[e], v[e]);
 }
 
 // Where the values of a block of kVec chunks sit: rows `row`, columns `col` (the gate or up
@@ -262,12 +259,6 @@ __device__ inline void run_chain(const PointwiseChainParams& p, const ChunkPosit
   for (int k = kGated ? c.gate + 1 : 0; k < c.count; ++k) apply_node<T, kE, kVec>(p, c.nodes[k], v, out, operands, amax);
 }
 
-template <class T, int kE>
-__device__ __forceinline__ void unpack(const Pack<T, kE>& pack, float (&v)[kE]) {
-#pragma unroll
-  for (int e = 0; e < kE; ++e) v[e] = Element<T>::load(pack.e[e]);
-}
-
 __device__ __forceinline__ void copy_chunk_async(uint4* to, const void* from) {
   const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(to));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(from) : "memory");
@@ -313,8 +304,8 @@ __device__ inline void chain_block(const PointwiseChainParams& p, const ChainSta
     const std::uint64_t index = tile * kChainTileChunks + static_cast<std::uint64_t>(k0 + b) * kChainThreads + threadIdx.x;
     live[b] = index < total;
     at[b] = ChunkPosition::of<kE>(p, static_cast<std::uint32_t>(live[b] ? index : total - 1));
-    unpack<T, kE>(stage.get(buffer, 0, k0 + b), v[b]);
-    if constexpr (kGated) unpack<T, kE>(stage.get(buffer, p.staging.up, k0 + b), up[b]);
+    unpack_floats<T, kE>(stage.get(buffer, 0, k0 + b), v[b]);
+    if constexpr (kGated) unpack_floats<T, kE>(stage.get(buffer, p.staging.up, k0 + b), up[b]);
   }
   run_chain<T, kE, kVec, kGated>(p, at, live, v, up,
                                  StagedOperands<T, kE, kVec>{p.chain, p.staging, stage, buffer, k0, at}, amax);

@@ -8,6 +8,7 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "fusekit/device/convert.cuh"
 #include "fusekit/device/pointwise/map2d.cuh"
@@ -66,6 +67,43 @@ union Pack {
   Word word;
   T e[kElements];
 };
+
+// The kE values of `pack` as floats. NOTE: 16-bit types convert a 32-bit word (two values) at a
+// time: element by element, the odd bf16 values went through 64-bit shifts (SHF.R.U64 + a shift,
+// SASS of the norm kernels, session 4); from a word, bf16 is one shift or one mask per value.
+template <class T, int kE>
+__device__ __forceinline__ void unpack_floats(const Pack<T, kE>& pack, float (&v)[kE]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && kE % 2 == 0) {
+    const auto* word = reinterpret_cast<const std::uint32_t*>(&pack);
+#pragma unroll
+    for (int i = 0; i < kE / 2; ++i) {
+      v[2 * i] = __uint_as_float(word[i] << 16);
+      v[2 * i + 1] = __uint_as_float(word[i] & 0xFFFF0000u);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kE; ++e) v[e] = Element<T>::load(pack.e[e]);
+  }
+}
+
+// The kE floats rounded to T (round to nearest even), two per conversion for 16-bit types.
+template <class T, int kE>
+__device__ __forceinline__ Pack<T, kE> pack_floats(const float (&v)[kE]) {
+  Pack<T, kE> pack;
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && kE % 2 == 0) {
+    auto* pair = reinterpret_cast<__nv_bfloat162*>(&pack);
+#pragma unroll
+    for (int i = 0; i < kE / 2; ++i) pair[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+  } else if constexpr (std::is_same_v<T, __half> && kE % 2 == 0) {
+    auto* pair = reinterpret_cast<__half2*>(&pack);
+#pragma unroll
+    for (int i = 0; i < kE / 2; ++i) pair[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kE; ++e) pack.e[e] = Element<T>::store(v[e]);
+  }
+  return pack;
+}
 
 enum class Cache : std::uint8_t {
   Stream,  // read once: evict first (activations)
@@ -142,7 +180,15 @@ struct RowTile {
 
   __device__ Chunk get(int i) const { return chunk[i]; }
   __device__ void put(int i, const Chunk& c) { chunk[i] = c; }
-  __device__ float value(int i, int e) const { return Element<T>::load(chunk[i].e[e]); }
+  // NOTE: bf16 from its 32-bit word (one shift or mask; see unpack_floats).
+  __device__ float value(int i, int e) const {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      const std::uint32_t word = reinterpret_cast<const std::uint32_t*>(&chunk[i])[e / 2];
+      return __uint_as_float(e % 2 == 0 ? word << 16 : word & 0xFFFF0000u);
+    } else {
+      return Element<T>::load(chunk[i].e[e]);
+    }
+  }
   __device__ void set(int i, int e, float v) { chunk[i].e[e] = Element<T>::store(v); }
 
   // f(value, column) for every held element of a column < n.
@@ -152,9 +198,11 @@ struct RowTile {
     for (int i = 0; i < kChunks; ++i) {
       const int c = column(slot, i);
       if (kAccess == Access::Vector && c >= n) continue;  // a chunk is all in or all out
+      float v[kElements];
+      unpack_floats<T, kElements>(chunk[i], v);
 #pragma unroll
       for (int e = 0; e < kElements; ++e)
-        if (kAccess == Access::Vector || c + e < n) f(value(i, e), c + e);
+        if (kAccess == Access::Vector || c + e < n) f(v[e], c + e);
     }
   }
 
@@ -165,10 +213,10 @@ struct RowTile {
     for (int i = 0; i < kChunks; ++i) {
       const int c = column(slot, i);
       if (c >= n) continue;
-      Pack<Out, kElements> out;
+      float v[kElements];
 #pragma unroll
-      for (int e = 0; e < kElements; ++e) out.e[e] = Element<Out>::store(f(i, e, c + e));
-      store_pack<Out, kElements, kAccess>(row, c, n, out);
+      for (int e = 0; e < kElements; ++e) v[e] = f(i, e, c + e);
+      store_pack<Out, kElements, kAccess>(row, c, n, pack_floats<Out, kElements>(v));
     }
   }
 };

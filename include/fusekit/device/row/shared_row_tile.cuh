@@ -91,9 +91,10 @@ struct SharedRowTile {
     for (int i = 0; i < kChunks; ++i) {
       const int c = column(slot, i);
       if (c >= n) continue;
-      const Chunk chunk = get(i);
+      float v[kElements];
+      unpack_floats<T, kElements>(get(i), v);
 #pragma unroll
-      for (int e = 0; e < kElements; ++e) f(Element<T>::load(chunk.e[e]), c + e);
+      for (int e = 0; e < kElements; ++e) f(v[e], c + e);
     }
   }
 };

@@ -89,14 +89,12 @@ __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const 
   for (int i = 0; i < Tile::kChunks; ++i) {
     const int c = Tile::column(at.slot, i);
     if (c >= n) continue;
-    const auto held = x.get(i);
-    Pack<T, kE> out;
+    float v[kE];
+    unpack_floats<T, kE>(x.get(i), v);
 #pragma unroll
     for (int e = 0; e < kE; ++e)
-      out.e[e] = Element<T>::store(
-          exp2f(shifted_logit2<kLogits>(Element<T>::load(held.e[e]), c + e, visible_end, p.scale_log2, max)) *
-          inv_sum);
-    store_pack<T, kE, kAccess>(y, c, n, out);
+      v[e] = exp2f(shifted_logit2<kLogits>(v[e], c + e, visible_end, p.scale_log2, max)) * inv_sum;
+    store_pack<T, kE, kAccess>(y, c, n, pack_floats<T, kE>(v));
   }
 }
 
