@@ -7,24 +7,15 @@
 
 #include "fusekit/attention.hpp"
 #include "fusekit/error.hpp"
+#include "support/expect_error.hpp"
 #include "support/fake_pointer.hpp"
 
 namespace fusekit {
 namespace {
 
-constexpr std::int64_t kB = 2, kS = 100, kSk = 120, kHq = 8, kHkv = 2, kD = 128;
+using testing::expect_error;
 
-// Expects an error of `kind` whose message mentions `arg`.
-template <class F>
-void expect_error(F&& f, const std::string& arg, ErrorKind kind = ErrorKind::InvalidArgument) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error naming " << arg;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
-  }
-}
+constexpr std::int64_t kB = 2, kS = 100, kSk = 120, kHq = 8, kHkv = 2, kD = 128;
 
 AttentionForwardArgs valid() {
   void* p = testing::fake_pointer();

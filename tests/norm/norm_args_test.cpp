@@ -10,24 +10,16 @@
 #include "fusekit/norm.hpp"
 #include "fusekit/norm_quantize.hpp"
 #include "fusekit/softmax.hpp"
+#include "support/expect_error.hpp"
+#include "support/fake_pointer.hpp"
 
 namespace fusekit {
 namespace {
 
-// NOTE: a fake, 16-byte aligned address: validation must reject the arguments before touching it.
-void* const kFake = reinterpret_cast<void*>(std::uintptr_t{1} << 20);
+using testing::expect_error;
 
-// Expects an InvalidArgument error whose message mentions `arg`.
-template <class F>
-void expect_invalid(F&& f, const std::string& arg) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error naming " << arg;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
-  }
-}
+// NOTE: validation must reject the arguments before touching this address.
+void* const kFake = testing::fake_pointer();
 
 NormForwardArgs valid_norm() {
   NormForwardArgs a;
@@ -40,42 +32,42 @@ NormForwardArgs valid_norm() {
 TEST(NormArgs, RejectsEachBadArgumentByName) {
   auto a = valid_norm();
   a.x.dtype = DType::E4M3;
-  expect_invalid([&] { norm_forward(a); }, "x dtype");
+  expect_error([&] { norm_forward(a); }, "x dtype");
   a = valid_norm();
   a.x = TensorView::contiguous(kFake, DType::BF16, {64});
-  expect_invalid([&] { norm_forward(a); }, "x rank");
+  expect_error([&] { norm_forward(a); }, "x rank");
   a = valid_norm();
   a.x = TensorView::contiguous(kFake, DType::BF16, {8, 0});
   a.y = a.x;
-  expect_invalid([&] { norm_forward(a); }, "x row length");
+  expect_error([&] { norm_forward(a); }, "x row length");
   a = valid_norm();
   a.x.strides[1] = 2;
-  expect_invalid([&] { norm_forward(a); }, "x innermost stride");
+  expect_error([&] { norm_forward(a); }, "x innermost stride");
   a = valid_norm();
   a.y = TensorView::contiguous(kFake, DType::BF16, {8, 65});
-  expect_invalid([&] { norm_forward(a); }, "y shape");
+  expect_error([&] { norm_forward(a); }, "y shape");
   a = valid_norm();
   a.y.dtype = DType::F16;
-  expect_invalid([&] { norm_forward(a); }, "y dtype");
+  expect_error([&] { norm_forward(a); }, "y dtype");
   a = valid_norm();
   a.weight = TensorView::contiguous(kFake, DType::BF16, {63});
-  expect_invalid([&] { norm_forward(a); }, "weight shape");
+  expect_error([&] { norm_forward(a); }, "weight shape");
   a = valid_norm();
   a.bias = TensorView::contiguous(kFake, DType::F32, {64});
-  expect_invalid([&] { norm_forward(a); }, "bias dtype");
+  expect_error([&] { norm_forward(a); }, "bias dtype");
   a = valid_norm();
   a.rstd = TensorView::contiguous(kFake, DType::F32, {7});
-  expect_invalid([&] { norm_forward(a); }, "rstd elements");
+  expect_error([&] { norm_forward(a); }, "rstd elements");
   a = valid_norm();
   a.mean = TensorView::contiguous(kFake, DType::BF16, {8});
-  expect_invalid([&] { norm_forward(a); }, "mean dtype");
+  expect_error([&] { norm_forward(a); }, "mean dtype");
   a = valid_norm();
   a.kind = NormKind::RmsNorm;
   a.mean = TensorView::contiguous(kFake, DType::F32, {8});
-  expect_invalid([&] { norm_forward(a); }, "mean");
+  expect_error([&] { norm_forward(a); }, "mean");
   a = valid_norm();
   a.eps = -1.0f;
-  expect_invalid([&] { norm_forward(a); }, "eps");
+  expect_error([&] { norm_forward(a); }, "eps");
 }
 
 TEST(NormArgs, ResidualAndQuantizeArguments) {
@@ -83,26 +75,26 @@ TEST(NormArgs, ResidualAndQuantizeArguments) {
   r.norm = valid_norm();
   r.residual = TensorView::contiguous(kFake, DType::BF16, {8, 64});
   r.residual_out = TensorView::contiguous(kFake, DType::BF16, {9, 64});
-  expect_invalid([&] { add_norm_forward(r); }, "residual_out shape");
+  expect_error([&] { add_norm_forward(r); }, "residual_out shape");
   r.residual_out = TensorView::contiguous(kFake, DType::BF16, {8, 64});
-  expect_invalid([&] { add_norm_forward(r); }, "y");  // y and residual_out are the same pointer
+  expect_error([&] { add_norm_forward(r); }, "y");  // y and residual_out are the same pointer
 
   NormQuantizeArgs q;
   q.norm = valid_norm();
-  expect_invalid([&] { norm_quantize_forward(q); }, "y dtype");  // must be e4m3
+  expect_error([&] { norm_quantize_forward(q); }, "y dtype");  // must be e4m3
   q.norm.y.dtype = DType::E4M3;
   q.scale = TensorView::contiguous(kFake, DType::F32, {2});
-  expect_invalid([&] { norm_quantize_forward(q); }, "scale elements");
+  expect_error([&] { norm_quantize_forward(q); }, "scale elements");
   q.scale_mode = Fp8ScaleMode::PerRow;
-  expect_invalid([&] { norm_quantize_forward(q); }, "scale elements");
+  expect_error([&] { norm_quantize_forward(q); }, "scale elements");
 }
 
 TEST(SoftmaxArgs, RejectsEachBadArgumentByName) {
   const auto x = TensorView::contiguous(kFake, DType::F16, {4, 64});
-  expect_invalid([&] { softmax_forward({x, TensorView::contiguous(kFake, DType::F32, {4, 64})}); }, "y dtype");
-  expect_invalid([&] { softmax_forward({x, TensorView::contiguous(kFake, DType::F16, {4, 64, 1})}); }, "y shape");
-  expect_invalid([&] { softmax_forward({x, x, NAN}); }, "scale");
-  expect_invalid([&] { softmax_forward({TensorView::contiguous(kFake, DType::U8, {4, 64}), x}); }, "x dtype");
+  expect_error([&] { softmax_forward({x, TensorView::contiguous(kFake, DType::F32, {4, 64})}); }, "y dtype");
+  expect_error([&] { softmax_forward({x, TensorView::contiguous(kFake, DType::F16, {4, 64, 1})}); }, "y shape");
+  expect_error([&] { softmax_forward({x, x, NAN}); }, "scale");
+  expect_error([&] { softmax_forward({TensorView::contiguous(kFake, DType::U8, {4, 64}), x}); }, "x dtype");
 }
 
 }  // namespace

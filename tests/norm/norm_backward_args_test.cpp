@@ -9,23 +9,16 @@
 #include "fusekit/error.hpp"
 #include "fusekit/norm_backward.hpp"
 #include "fusekit/softmax_backward.hpp"
+#include "support/expect_error.hpp"
+#include "support/fake_pointer.hpp"
 
 namespace fusekit {
 namespace {
 
-// NOTE: a fake, 16-byte aligned address: validation must reject the arguments before touching it.
-void* const kFake = reinterpret_cast<void*>(std::uintptr_t{1} << 20);
+using testing::expect_error;
 
-template <class F>
-void expect_invalid(F&& f, const std::string& arg) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error naming " << arg;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
-  }
-}
+// NOTE: validation must reject the arguments before touching this address.
+void* const kFake = testing::fake_pointer();
 
 NormBackwardArgs valid_norm() {
   NormBackwardArgs a;
@@ -41,49 +34,49 @@ NormBackwardArgs valid_norm() {
 TEST(NormBackwardArgs, RejectsEachBadArgumentByName) {
   auto a = valid_norm();
   a.x.dtype = DType::E4M3;
-  expect_invalid([&] { norm_backward(a); }, "x dtype");
+  expect_error([&] { norm_backward(a); }, "x dtype");
   a = valid_norm();
   a.dy = TensorView::contiguous(kFake, DType::BF16, {8, 65});
-  expect_invalid([&] { norm_backward(a); }, "dy");
+  expect_error([&] { norm_backward(a); }, "dy");
   a = valid_norm();
   a.dx = TensorView::contiguous(kFake, DType::F16, {8, 64});
-  expect_invalid([&] { norm_backward(a); }, "dx dtype");
+  expect_error([&] { norm_backward(a); }, "dx dtype");
   a = valid_norm();
   a.weight = TensorView::contiguous(kFake, DType::BF16, {63});
-  expect_invalid([&] { norm_backward(a); }, "weight");
+  expect_error([&] { norm_backward(a); }, "weight");
   a = valid_norm();
   a.dweight = TensorView::contiguous(kFake, DType::F32, {64});
-  expect_invalid([&] { norm_backward(a); }, "dweight dtype");
+  expect_error([&] { norm_backward(a); }, "dweight dtype");
   a = valid_norm();
   a.dbias = TensorView::contiguous(kFake, DType::BF16, {65});
-  expect_invalid([&] { norm_backward(a); }, "dbias");
+  expect_error([&] { norm_backward(a); }, "dbias");
   a = valid_norm();
   a.mean = {};
-  expect_invalid([&] { norm_backward(a); }, "mean");
+  expect_error([&] { norm_backward(a); }, "mean");
   a = valid_norm();
   a.kind = NormKind::RmsNorm;
-  expect_invalid([&] { norm_backward(a); }, "mean");
+  expect_error([&] { norm_backward(a); }, "mean");
   a = valid_norm();
   a.rstd = TensorView::contiguous(kFake, DType::F32, {7});
-  expect_invalid([&] { norm_backward(a); }, "rstd elements");
+  expect_error([&] { norm_backward(a); }, "rstd elements");
   a = valid_norm();
   a.rstd = {};
-  expect_invalid([&] { norm_backward(a); }, "rstd");
+  expect_error([&] { norm_backward(a); }, "rstd");
   a = valid_norm();
   a.dweight = TensorView::contiguous(kFake, DType::BF16, {64});
-  expect_invalid([&] { norm_backward(a); }, "workspace");
+  expect_error([&] { norm_backward(a); }, "workspace");
   a.workspace = TensorView::contiguous(static_cast<char*>(kFake) + 4, DType::U8, {4096});
-  expect_invalid([&] { norm_backward(a); }, "workspace");
-  expect_invalid([&] { norm_backward_workspace_bytes(8, 0, DType::BF16); }, "row length");
+  expect_error([&] { norm_backward(a); }, "workspace");
+  expect_error([&] { norm_backward_workspace_bytes(8, 0, DType::BF16); }, "row length");
 }
 
 TEST(SoftmaxBackwardArgs, RejectsEachBadArgumentByName) {
   const auto y = TensorView::contiguous(kFake, DType::F16, {4, 64});
-  expect_invalid([&] { softmax_backward({y, TensorView::contiguous(kFake, DType::F32, {4, 64}), y}); }, "dy dtype");
-  expect_invalid([&] { softmax_backward({y, y, TensorView::contiguous(kFake, DType::F16, {4, 63})}); }, "dx");
-  expect_invalid([&] { softmax_backward({y, y, y, NAN}); }, "scale");
-  expect_invalid([&] { softmax_backward({TensorView::contiguous(kFake, DType::U8, {4, 64}), y, y}); }, "y dtype");
-  expect_invalid([&] { softmax_backward({TensorView::contiguous(kFake, DType::F16, {64}), y, y}); }, "y rank");
+  expect_error([&] { softmax_backward({y, TensorView::contiguous(kFake, DType::F32, {4, 64}), y}); }, "dy dtype");
+  expect_error([&] { softmax_backward({y, y, TensorView::contiguous(kFake, DType::F16, {4, 63})}); }, "dx");
+  expect_error([&] { softmax_backward({y, y, y, NAN}); }, "scale");
+  expect_error([&] { softmax_backward({TensorView::contiguous(kFake, DType::U8, {4, 64}), y, y}); }, "y dtype");
+  expect_error([&] { softmax_backward({TensorView::contiguous(kFake, DType::F16, {64}), y, y}); }, "y rank");
 }
 
 }  // namespace

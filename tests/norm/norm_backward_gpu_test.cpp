@@ -42,9 +42,7 @@ constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 2
                              {2, 65536, 65536},  {3001, 256, 256},   {1999, 777, 784},  {2000, 4096, 4096},
                              {300, 32768, 32768}};
 
-struct Range {
-  float lo, hi;
-};
+using Range = testing::ValueRange;
 
 bool supported(DType dt, const Shape& s) { return testing::holds_row<device::LoopingTwoTensorRows>(dt, s); }
 
@@ -77,11 +75,7 @@ TEST_P(NormBackwardGpu, MatchesReferenceOnEveryLayout) {
   const auto [kind, dt] = GetParam();
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
-  // NOTE: as in the forward test: f16 tops out at 65504, so its "huge" is 3e4; "offset" is far
-  // from the origin compared with the spread.
-  const float huge = dt == DType::F16 ? 3e4f : 1e15f;
-  const float tiny = dt == DType::F16 ? 1e-3f : 1e-20f;
-  const Range ranges[] = {{-2.0f, 2.0f}, {-huge, huge}, {-tiny, tiny}, {100.0f, 104.0f}};
+  const auto ranges = testing::norm_value_ranges(dt);
   for (const Shape& s : kShapes) {
     if (!supported(dt, s)) continue;
     for (std::size_t ri = 0; ri < std::size(ranges); ++ri) {

@@ -36,9 +36,7 @@ using Padded = testing::PaddedRows;
 
 constexpr auto& kShapes = testing::kRowShapes;
 
-struct Range {
-  float lo, hi;
-};
+using Range = testing::ValueRange;
 
 // Long rows of whole chunks are staged in shared memory (device::SharedRows) whatever the config.
 template <class Config = device::OneTensorRows>
@@ -100,12 +98,7 @@ TEST_P(NormForwardGpu, MatchesReferenceOnEveryLayout) {
   const auto [kind, dt] = GetParam();
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
-  // NOTE: magnitudes per dtype: f16 tops out at 65504, so its "huge" is 3e4; bf16 and f32 go to
-  // 1e15 (squares summed over 262144 values stay finite in f32). "Offset" is far from the origin
-  // compared with the spread, where E[x²] − E[x]² would cancel.
-  const float huge = dt == DType::F16 ? 3e4f : 1e15f;
-  const float tiny = dt == DType::F16 ? 1e-3f : 1e-20f;
-  const Range ranges[] = {{-2.0f, 2.0f}, {-huge, huge}, {-tiny, tiny}, {100.0f, 104.0f}};
+  const auto ranges = testing::norm_value_ranges(dt);
   for (const Shape& s : kShapes) {
     if (!supported(dt, s)) continue;
     for (std::size_t ri = 0; ri < std::size(ranges); ++ri) {

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "bench/harness.hpp"
@@ -28,8 +27,6 @@ namespace {
 using testing::rel_l2;
 using testing::to_matrix;
 
-constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
-
 using Shape = testing::RowShape;
 using Padded = testing::PaddedRows;
 
@@ -44,17 +41,7 @@ constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 2
 
 bool supported(DType dt, const Shape& s) { return testing::holds_row<device::TwoTensorRows>(dt, s); }
 
-// Random values in [-magnitude, magnitude], about 1 in 16 of them −∞, and row 1 entirely −∞.
-std::vector<double> random_logits(std::int64_t rows, std::int64_t n, double magnitude, std::uint64_t seed) {
-  constexpr int kInfEvery = 16;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> value(-magnitude, magnitude);
-  std::vector<double> v(static_cast<std::size_t>(rows * n));
-  for (auto& x : v) x = rng() % kInfEvery == 0 ? kMinusInf : value(rng);
-  if (rows > 1)
-    for (std::int64_t j = 0; j < n; ++j) v[static_cast<std::size_t>(n + j)] = kMinusInf;
-  return v;
-}
+using testing::random_logits;
 
 class SoftmaxBackwardGpu : public ::testing::TestWithParam<DType> {};
 

@@ -3,8 +3,12 @@
 // every kind of layout, a padded matrix over its own storage, and whether a kernel family holds
 // a row on this GPU.
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
+#include <random>
 #include <type_traits>
+#include <vector>
 
 #include "fusekit/buffer.hpp"
 #include "fusekit/device/row/row_config.hpp"
@@ -53,6 +57,33 @@ bool holds_row(DType dt, const RowShape& s) {
   if constexpr (!std::is_void_v<Staged>)
     longest = std::max(longest, device::max_row_length<Staged>(element, max_cluster));
   return s.n <= longest;
+}
+
+// Norm inputs are drawn uniformly from a range.
+struct ValueRange {
+  float lo, hi;
+};
+
+// The norm tests' input ranges for `dt`: ordinary, huge, tiny, and offset far from the origin
+// compared with the spread (where E[x²] − E[x]² would cancel). NOTE: f16 tops out at 65504, so its
+// "huge" is 3e4; bf16 and f32 go to 1e15 (squares summed over 262144 values stay finite in f32).
+inline std::array<ValueRange, 4> norm_value_ranges(DType dt) {
+  const float huge = dt == DType::F16 ? 3e4f : 1e15f;
+  const float tiny = dt == DType::F16 ? 1e-3f : 1e-20f;
+  return {{{-2.0f, 2.0f}, {-huge, huge}, {-tiny, tiny}, {100.0f, 104.0f}}};
+}
+
+// Softmax logits: random values in [-magnitude, magnitude], about 1 in 16 of them −∞, and row 1
+// entirely −∞ (a fully masked row).
+inline std::vector<double> random_logits(std::int64_t rows, std::int64_t n, double magnitude, std::uint64_t seed) {
+  constexpr int kInfEvery = 16;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> value(-magnitude, magnitude);
+  std::vector<double> v(static_cast<std::size_t>(rows * n));
+  for (auto& x : v) x = rng() % kInfEvery == 0 ? -INFINITY : value(rng);
+  if (rows > 1)
+    for (std::int64_t j = 0; j < n; ++j) v[static_cast<std::size_t>(n + j)] = -INFINITY;
+  return v;
 }
 
 }  // namespace fusekit::testing

@@ -255,21 +255,29 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     if (p.rstd) p.rstd[row] = rstd;
   }
 
+  // f(c, y) for each held chunk of y (columns c … c + kE, c < n), the launch's affine terms
+  // compiled in.
+  const auto for_each_y = [&](auto&& f) {
+    with_affine_terms(p, [&](auto terms) {
+#pragma unroll Tile::kUnroll
+      for (int i = 0; i < Tile::kChunks; ++i) {
+        const int c = Tile::column(at.slot, i);
+        if (c >= n) continue;
+        float y[kE];
+        affine_chunk<decltype(terms), kAccess>(h.get(i), affine, i, c, mean, rstd, y);
+        f(c, y);
+      }
+    });
+  };
+
   float inv_scale = 1.0f;
   if constexpr (!std::is_same_v<Out, T>) {
     if (p.quant == QuantScale::PerRow || p.amax != nullptr) {
       float amax = 0.0f;
-      with_affine_terms(p, [&](auto terms) {
-#pragma unroll Tile::kUnroll
-        for (int i = 0; i < Tile::kChunks; ++i) {
-          const int c = Tile::column(at.slot, i);
-          if (c >= n) continue;
-          float y[kE];
-          affine_chunk<decltype(terms), kAccess>(h.get(i), affine, i, c, mean, rstd, y);
+      for_each_y([&](int c, const float (&y)[kE]) {
 #pragma unroll
-          for (int e = 0; e < kE; ++e)
-            if (c + e < n) amax = fmaxf(amax, fabsf(y[e]));
-        }
+        for (int e = 0; e < kE; ++e)
+          if (c + e < n) amax = fmaxf(amax, fabsf(y[e]));
       });
       amax = norm_allreduce<3>(amax, MaxOp{}, p.layout, parity);
       if (live && at.leader() && p.amax) atomic_max_nonnegative(p.amax, amax);
@@ -284,19 +292,12 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   }
 
   Out* out = p.y.row<Out>(row, p.rows_per_batch);
-  with_affine_terms(p, [&](auto terms) {
-#pragma unroll Tile::kUnroll
-    for (int i = 0; i < Tile::kChunks; ++i) {
-      const int c = Tile::column(at.slot, i);
-      if (c >= n) continue;
-      float y[kE];
-      affine_chunk<decltype(terms), kAccess>(h.get(i), affine, i, c, mean, rstd, y);
-      if constexpr (!std::is_same_v<Out, T>) {
+  for_each_y([&](int c, float (&y)[kE]) {
+    if constexpr (!std::is_same_v<Out, T>) {
 #pragma unroll
-        for (int e = 0; e < kE; ++e) y[e] *= inv_scale;
-      }
-      store_pack<Out, kE, kAccess>(out, c, n, pack_floats<Out, kE>(y));
+      for (int e = 0; e < kE; ++e) y[e] *= inv_scale;
     }
+    store_pack<Out, kE, kAccess>(out, c, n, pack_floats<Out, kE>(y));
   });
 }
 

@@ -1,0 +1,23 @@
+#pragma once
+// For CPU tests of argument checks: expects `f` to throw a fusekit::Error of `kind` whose message
+// names `arg` (the argument checks name what they reject).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fusekit/error.hpp"
+
+namespace fusekit::testing {
+
+template <class F>
+void expect_error(F&& f, const std::string& arg, ErrorKind kind = ErrorKind::InvalidArgument) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error naming " << arg;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace fusekit::testing
