@@ -14,11 +14,16 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 
 // gelu_tanh with the hardware tanh (tanh.approx.f32, sm_75+: about 2^-11 relative error), for
 // results rounded to a 16-bit type, whose half-ulp (2^-9 for bf16, 2^-12 for f16) it stays near.
+// Written as ½x + ½x·tanh(x·(√(2/π) + √(2/π)·0.044715·x²)): six instructions (FMUL, FFMA, FMUL,
+// MUFU, FMUL, FFMA) against eight for the textbook form.
 // NOTE: the accurate tanhf is a dozen instructions and made the pointwise chain issue-bound.
 __device__ __forceinline__ float gelu_tanh_fast(float x) {
+  constexpr float kInner = kSqrt2OverPi * kGeluCubic;
+  const float u = x * fmaf(x * x, kInner, kSqrt2OverPi);
   float t;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
-  return 0.5f * x * (1.0f + t);
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+  const float half_x = 0.5f * x;
+  return fmaf(half_x, t, half_x);
 }
 
 }  // namespace fusekit::device
