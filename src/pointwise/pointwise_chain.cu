@@ -73,7 +73,6 @@ device::ChainStaging staging_of(const EpilogueSpec& chain) {
     if (!after_gate) continue;
     source |= node.op == EpilogueOp::AddSource;
     residual |= node.op == EpilogueOp::Residual;
-    s.bias |= node.op == EpilogueOp::ColumnBias;
   }
   if (chain.gated()) s.up = s.planes++;
   if (source) s.source = s.planes++;

@@ -2,9 +2,10 @@
 // The pointwise chain kernel: any EpilogueSpec applied to every element of a row-major matrix in
 // one pass,
 //   y[i, j] = chain(x[i, ·])[j]      (the chain's nodes in order; a gated node pairs two columns)
-// one 16-byte chunk of x per thread (or one element on the element-by-element path), with every
-// tensor a node reads loaded as a chunk of the same columns. The Level-4 compiler emits calls to
-// it for the elementwise tails it cannot put into a GEMM.
+// in 16-byte chunks of x (persistent CTAs, each thread's chunks of a tile staged in shared memory
+// a tile ahead) or one element per thread (the element-by-element path), with every tensor a node
+// reads taken as a chunk of the same columns. The Level-4 compiler emits calls to it for the
+// elementwise tails it cannot put into a GEMM.
 #include <cuda_fp8.h>
 #include <cutlass/fast_math.h>
 
@@ -19,13 +20,13 @@ namespace fusekit::device {
 inline constexpr int kChainThreads = 256;
 // Vector path: persistent CTAs; a tile is kChainChunks 16-byte chunks per thread, staged in shared
 // memory by cp.async while the previous tile is computed (two buffers), and CTAs per SM at the
-// register cap (80 registers; 64 spilled). NOTE: loaded into
-// registers one chunk per thread, the loads of a chunk waited one after another (a load in a
-// node's branch issues once the previous node has its value: bias→GELU→residual ran at 2.83
-// TB/s), and preloading every tensor of the chunk into registers took 92 registers (two CTAs per
-// SM). Staged, a thread keeps kChainChunks × (x and each row-indexed tensor) × 16 bytes in flight
-// without holding registers: 96 KB per SM for x and a residual. Staged but not double-buffered
-// (a CTA's load and compute phases one after the other, three CTAs per SM): 3.28 TB/s.
+// register cap (80 registers; 64 spilled). NOTE: loaded into registers one chunk per thread, the
+// loads of a chunk waited one after another (a load in a node's branch issues once the previous
+// node has its value: bias→GELU→residual ran at 2.83 TB/s), and preloading every tensor of the
+// chunk into registers took 92 registers (two CTAs per SM). Staged, a thread keeps kChainChunks ×
+// (x and each row-indexed tensor) × 16 bytes in flight without holding registers: 96 KB per SM
+// for x and a residual. Staged but not double-buffered (a CTA's load and compute phases one after
+// the other, three CTAs per SM): 3.28 TB/s.
 inline constexpr int kChainChunks = 4;
 inline constexpr int kChainMinCtas = 3;
 inline constexpr int kChainTileChunks = kChainThreads * kChainChunks;  // output chunks per tile
@@ -37,7 +38,6 @@ inline constexpr int kChainBuffers = 2;
 struct ChainStaging {
   int up = -1, source = -1, residual = -1;
   int planes = 1;
-  bool bias = false;  // a node after the gate adds the column bias (read through L1, not staged)
 };
 
 struct PointwiseChainParams {
