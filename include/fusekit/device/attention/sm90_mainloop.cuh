@@ -74,7 +74,7 @@ struct Sm90SharedStorage {
   // they are done with Q (after their last S = Q·Kᵀ) and the id.
   cutlass::arch::ClusterTransactionBarrier::ValueType q_full;  // id written (and Q landed)
   cutlass::arch::ClusterBarrier::ValueType q_empty;            // consumers done with Q and the id
-  int tile_id;  // ≥ the scheduler's tiles(): no more tiles
+  int tile_id;  // ≥ the scheduler's ids(): no more tiles
 };
 
 // Phase parity of the q_full / q_empty barriers for the CTA's handoff number `handoffs` (from 0).
