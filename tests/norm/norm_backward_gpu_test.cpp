@@ -17,11 +17,14 @@
 #include "fusekit/reference/norm.hpp"
 #include "fusekit/transfer.hpp"
 #include "support/compare.hpp"
+#include "support/expect_error.hpp"
 #include "support/gpu.hpp"
 #include "support/rows.hpp"
 
 namespace fusekit {
 namespace {
+
+using testing::expect_error;
 
 using testing::rel_l2;
 using testing::to_matrix;
@@ -215,18 +218,6 @@ INSTANTIATE_TEST_SUITE_P(KindsAndDtypes, NormBackwardGpu,
                                   std::string(dtype_name(info.param.dtype));
                          });
 
-// Expects an Error of `kind` whose message mentions `arg`.
-template <class F>
-void expect_error(F&& f, ErrorKind kind, const std::string& arg) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error naming " << arg;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
-  }
-}
-
 TEST(NormBackwardGpuErrors, RejectsBadArguments) {
   FUSEKIT_REQUIRE_GPU();
   DeviceTensor x(DType::BF16, {4, 64}), dy(DType::BF16, {4, 64}), dx(DType::BF16, {4, 64}),
@@ -245,27 +236,27 @@ TEST(NormBackwardGpuErrors, RejectsBadArguments) {
   };
   auto a = valid();
   a.dx = dx_short;
-  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "dx");
+  expect_error([&] { norm_backward(a); }, "dx", ErrorKind::InvalidArgument);
   a = valid();
   a.dx = dx32;
-  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "dx dtype");
+  expect_error([&] { norm_backward(a); }, "dx dtype", ErrorKind::InvalidArgument);
   a = valid();
   a.weight = w;
-  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "weight");
+  expect_error([&] { norm_backward(a); }, "weight", ErrorKind::InvalidArgument);
   a = valid();
   a.mean = {};
-  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "mean");
+  expect_error([&] { norm_backward(a); }, "mean", ErrorKind::InvalidArgument);
   a = valid();
   a.rstd = stats3;
-  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "rstd");
+  expect_error([&] { norm_backward(a); }, "rstd", ErrorKind::InvalidArgument);
   a = valid();
   a.kind = NormKind::RmsNorm;  // RMSNorm has no mean
-  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "mean");
+  expect_error([&] { norm_backward(a); }, "mean", ErrorKind::InvalidArgument);
   a = valid();
   a.dweight = dw;  // no workspace
-  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "workspace");
+  expect_error([&] { norm_backward(a); }, "workspace", ErrorKind::InvalidArgument);
   a.workspace = tiny_workspace;
-  expect_error([&] { norm_backward(a); }, ErrorKind::InvalidArgument, "workspace bytes");
+  expect_error([&] { norm_backward(a); }, "workspace bytes", ErrorKind::InvalidArgument);
   a.workspace = workspace;
   EXPECT_NO_THROW(norm_backward(a));
   // A row too long for any layout is Unsupported, naming the limit.
@@ -276,7 +267,7 @@ TEST(NormBackwardGpuErrors, RejectsBadArguments) {
   a.dx = long_dx;
   a.mean = one;
   a.rstd = one;
-  expect_error([&] { norm_backward(a); }, ErrorKind::Unsupported, "row length");
+  expect_error([&] { norm_backward(a); }, "row length", ErrorKind::Unsupported);
 }
 
 }  // namespace
