@@ -125,11 +125,13 @@ struct RowPosition {
   RowSlot slot;
 
   __device__ static RowPosition of(const RowLayout& layout) {
+    // NOTE: the divisions are skipped where the layout makes them trivial (no cluster, one row
+    // per CTA: every row of 1024 columns or more), as they are a row's whole prologue.
     const auto block = static_cast<int>(blockIdx.x);
-    const int group = block / layout.cluster;
+    const int group = layout.cluster == 1 ? block : block / layout.cluster;
     const int rank = block - group * layout.cluster;
     const auto thread = static_cast<int>(threadIdx.x);
-    const int within = thread / layout.threads;
+    const int within = layout.rows_per_cta == 1 ? 0 : thread / layout.threads;
     return {std::int64_t{group} * layout.rows_per_cta + within,
             {rank * layout.slice, thread - within * layout.threads, layout.threads}};
   }

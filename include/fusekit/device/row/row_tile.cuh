@@ -31,12 +31,15 @@ struct RowAddress {
   std::int64_t batch_stride = 0;
 
   // NOTE: row indices fit 32 bits (the launcher checks), so the division is a 32-bit one
-  // instead of a call to the 64-bit division routine.
+  // instead of a call to the 64-bit division routine; rows of the first batch (all of them, for
+  // the usual unbatched tensor) skip it: ~20 instructions per call, where a CTA of a 4096-long
+  // row executes ~20 per element in all (ncu, session 5).
   template <class T>
   __device__ T* row(std::int64_t index, std::int64_t rows_per_batch) const {
     const auto r = static_cast<std::uint32_t>(index);
-    const std::uint32_t batch = r / static_cast<std::uint32_t>(rows_per_batch);
-    const std::uint32_t within = r - batch * static_cast<std::uint32_t>(rows_per_batch);
+    const auto per_batch = static_cast<std::uint32_t>(rows_per_batch);
+    const std::uint32_t batch = r < per_batch ? 0u : r / per_batch;
+    const std::uint32_t within = r - batch * per_batch;
     return static_cast<T*>(data) + std::int64_t{batch} * batch_stride + std::int64_t{within} * row_stride;
   }
 };
