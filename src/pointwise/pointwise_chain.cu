@@ -7,6 +7,8 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "../epilogue/device_chain.hpp"
 #include "../row/row_launch.cuh"
@@ -80,7 +82,16 @@ device::ChainStaging staging_of(const EpilogueSpec& chain) {
   return s;
 }
 
-template <class T, class Out, int kE>
+// Whether `chain` is the compiled chain Program's sequence of ops.
+template <class Program>
+bool is_compiled_as(const EpilogueSpec& chain) {
+  if (chain.nodes.size() != static_cast<std::size_t>(Program::kCount)) return false;
+  for (int k = 0; k < Program::kCount; ++k)
+    if (chain.nodes[static_cast<std::size_t>(k)].op != Program::kOpsOf[k]) return false;
+  return true;
+}
+
+template <class T, class Out, int kE, class Program = device::InterpretedChain>
 void launch(const PointwiseChainArgs& a, cudaStream_t stream) {
   device::PointwiseChainParams p;
   p.x = a.x.data;
@@ -94,7 +105,7 @@ void launch(const PointwiseChainArgs& a, cudaStream_t stream) {
   p.amax = a.tensors.amax;
   const std::uint64_t chunks = std::uint64_t{p.rows} * p.chunks_per_row;
   if (chunks == 0) return;
-  const auto kernel = device::pointwise_chain_kernel<T, Out, kE>;
+  const auto kernel = device::pointwise_chain_kernel<T, Out, kE, Program>;
   if constexpr (kE == 1) {
     const auto blocks = static_cast<unsigned>((chunks + device::kChainThreads - 1) / device::kChainThreads);
     kernel<<<blocks, device::kChainThreads, 0, stream>>>(p);
@@ -117,11 +128,27 @@ void launch(const PointwiseChainArgs& a, cudaStream_t stream) {
   check_launch("pointwise_chain_kernel");
 }
 
+// The vector path with the first of device::CompiledChains that is `a`'s chain; false if none is.
+template <class T, std::size_t kIndex = 0>
+bool launch_compiled(const PointwiseChainArgs& a, cudaStream_t stream) {
+  if constexpr (kIndex == std::tuple_size_v<device::CompiledChains>) {
+    return false;
+  } else {
+    using Program = std::tuple_element_t<kIndex, device::CompiledChains>;
+    if (!is_compiled_as<Program>(a.chain)) return launch_compiled<T, kIndex + 1>(a, stream);
+    launch<T, T, device::kChunkBytes / sizeof(T), Program>(a, stream);
+    return true;
+  }
+}
+
 template <class T, class Out>
 void dispatch(const PointwiseChainArgs& a, cudaStream_t stream) {
   constexpr int kVector = device::kChunkBytes / sizeof(T);
-  if (vectorizable(a, kVector)) launch<T, Out, kVector>(a, stream);
-  else launch<T, Out, 1>(a, stream);
+  if (!vectorizable(a, kVector)) return launch<T, Out, 1>(a, stream);
+  if constexpr (std::is_same_v<T, Out>) {
+    if (launch_compiled<T>(a, stream)) return;
+  }
+  launch<T, Out, kVector>(a, stream);
 }
 
 template <class T>

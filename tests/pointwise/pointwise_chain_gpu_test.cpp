@@ -1,7 +1,8 @@
 // The pointwise chain kernel against the CPU reference of the same epilogue description
 // (reference::apply_epilogue), in every dtype, on the vector path (aligned rows of whole 16-byte
 // chunks) and the element-by-element one (odd lengths, odd row strides, odd gate blocks), with
-// column-distinct biases and scales and row-distinct scales so no index mix-up can pass.
+// column-distinct biases and scales and row-distinct scales so no index mix-up can pass; the
+// chains compiled into the kernel are among them.
 #include "fusekit/pointwise_chain.hpp"
 
 #include <gtest/gtest.h>
@@ -119,8 +120,12 @@ TEST_P(PointwiseChainGpu, MatchesTheReference) {
   const DType dt = GetParam();
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  // The first three are compiled into the kernel on the vector path (device::CompiledChains),
+  // interpreted on the element-by-element one.
   const std::vector<Case> ungated = {
       {"ladder", EpilogueSpec{}.bias().gelu_tanh().residual()},
+      {"mlp", EpilogueSpec{}.bias().gelu_tanh()},
+      {"projection", EpilogueSpec{}.bias().residual()},
       {"scales", EpilogueSpec{}.scale(0.5f).row_scale().column_scale().silu().clamp(-1.0f, 2.0f)},
       {"source", EpilogueSpec{}.add_source(0.7f).relu().store_aux().gelu_erf().cast(DType::BF16)},
       {"quantize", EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3()},

@@ -10,6 +10,7 @@
 #include <cutlass/fast_math.h>
 
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 
 #include "fusekit/device/epilogue/chain.cuh"
@@ -121,69 +122,107 @@ struct GlobalOperands {
   }
 };
 
-// One node on a block of kVec chunks. NOTE: the chain is interpreted (the node's op is read and
-// dispatched at run time), so a node costs its dispatch once per block, not once per chunk: one
-// chunk at a time, bias→GELU→residual executed 45 instructions per element (ncu, session 4).
+// Node kOp on a block of kVec chunks (its parameters, such as a Scale's factor, read from `node`).
+template <EpilogueOp kOp, class T, int kE, int kVec, class Operands>
+__device__ __forceinline__ void apply_op(const PointwiseChainParams& p, const ChainNode& node, float (&v)[kVec][kE],
+                                         const BlockColumns<kVec>& at, const Operands& operands, float& amax) {
+  const Chain& c = p.chain;
+  if constexpr (kOp == EpilogueOp::AddSource) {
+#pragma unroll
+    for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.source(b), node.p0);
+  } else if constexpr (kOp == EpilogueOp::ColumnBias) {
+#pragma unroll
+    for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.bias(b));
+  } else if constexpr (kOp == EpilogueOp::Residual) {
+#pragma unroll
+    for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.residual(b));
+  } else if constexpr (kOp == EpilogueOp::RowScale) {
+#pragma unroll
+    for (int b = 0; b < kVec; ++b) {
+      const float scale = c.row_scale[at.row[b]];
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v[b][e] *= scale;
+    }
+  } else if constexpr (kOp == EpilogueOp::ColumnScale) {
+#pragma unroll
+    for (int b = 0; b < kVec; ++b)
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v[b][e] *= __ldg(c.col_scale + at.col[b] + e);
+  } else if constexpr (kOp == EpilogueOp::StoreAux) {
+#pragma unroll
+    for (int b = 0; b < kVec; ++b)
+      if (at.live[b]) store_values<T, kE>(static_cast<T*>(c.aux) + std::int64_t{at.row[b]} * c.ld_aux + at.col[b], v[b]);
+  } else if constexpr (kOp == EpilogueOp::QuantizeE4M3) {
+    const float scale = *p.quant_scale;
+#pragma unroll
+    for (int b = 0; b < kVec; ++b)
+#pragma unroll
+      for (int e = 0; e < kE; ++e) {
+        amax = fmaxf(amax, fabsf(v[b][e]));
+        v[b][e] *= scale;  // rounded to e4m3 by the store
+      }
+  } else if constexpr (kOp == EpilogueOp::GeluTanh) {
+#pragma unroll
+    for (int b = 0; b < kVec; ++b)
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v[b][e] = gelu<T>(v[b][e]);
+  } else {
+#pragma unroll
+    for (int b = 0; b < kVec; ++b)
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v[b][e] = apply_uniform(node, v[b][e]);
+  }
+}
+
+// One node on a block of kVec chunks, dispatched at run time. NOTE: a node costs its dispatch
+// once per block, not once per chunk: one chunk at a time, bias→GELU→residual executed 45
+// instructions per element (ncu, session 4).
 template <class T, int kE, int kVec, class Operands>
 __device__ inline void apply_node(const PointwiseChainParams& p, const ChainNode& node, float (&v)[kVec][kE],
                                   const BlockColumns<kVec>& at, const Operands& operands, float& amax) {
-  const Chain& c = p.chain;
   switch (node.op) {
-    case EpilogueOp::AddSource:
-#pragma unroll
-      for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.source(b), node.p0);
-      break;
-    case EpilogueOp::ColumnBias:
-#pragma unroll
-      for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.bias(b));
-      break;
-    case EpilogueOp::Residual:
-#pragma unroll
-      for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.residual(b));
-      break;
-    case EpilogueOp::RowScale:
-#pragma unroll
-      for (int b = 0; b < kVec; ++b) {
-        const float scale = c.row_scale[at.row[b]];
-#pragma unroll
-        for (int e = 0; e < kE; ++e) v[b][e] *= scale;
-      }
-      break;
-    case EpilogueOp::ColumnScale:
-#pragma unroll
-      for (int b = 0; b < kVec; ++b)
-#pragma unroll
-        for (int e = 0; e < kE; ++e) v[b][e] *= __ldg(c.col_scale + at.col[b] + e);
-      break;
-    case EpilogueOp::StoreAux:
-#pragma unroll
-      for (int b = 0; b < kVec; ++b)
-        if (at.live[b]) store_values<T, kE>(static_cast<T*>(c.aux) + std::int64_t{at.row[b]} * c.ld_aux + at.col[b], v[b]);
-      break;
-    case EpilogueOp::QuantizeE4M3: {
-      const float scale = *p.quant_scale;
-#pragma unroll
-      for (int b = 0; b < kVec; ++b)
-#pragma unroll
-        for (int e = 0; e < kE; ++e) {
-          amax = fmaxf(amax, fabsf(v[b][e]));
-          v[b][e] *= scale;  // rounded to e4m3 by the store
-        }
-      break;
-    }
-    case EpilogueOp::GeluTanh:
-#pragma unroll
-      for (int b = 0; b < kVec; ++b)
-#pragma unroll
-        for (int e = 0; e < kE; ++e) v[b][e] = gelu<T>(v[b][e]);
-      break;
-    default:
-#pragma unroll
-      for (int b = 0; b < kVec; ++b)
-#pragma unroll
-        for (int e = 0; e < kE; ++e) v[b][e] = apply_uniform(node, v[b][e]);
-      break;
+#define FUSEKIT_CHAIN_CASE(op) \
+  case EpilogueOp::op: return apply_op<EpilogueOp::op, T, kE, kVec>(p, node, v, at, operands, amax);
+    FUSEKIT_CHAIN_CASE(AddSource)
+    FUSEKIT_CHAIN_CASE(ColumnBias)
+    FUSEKIT_CHAIN_CASE(Residual)
+    FUSEKIT_CHAIN_CASE(RowScale)
+    FUSEKIT_CHAIN_CASE(ColumnScale)
+    FUSEKIT_CHAIN_CASE(StoreAux)
+    FUSEKIT_CHAIN_CASE(QuantizeE4M3)
+    FUSEKIT_CHAIN_CASE(GeluTanh)
+#undef FUSEKIT_CHAIN_CASE
+    default: return apply_op<EpilogueOp::Scale, T, kE, kVec>(p, node, v, at, operands, amax);
   }
+}
+
+// How a kernel runs its chain: read and dispatched node by node at run time (InterpretedChain), or
+// compiled in for one fixed sequence of ops (CompiledChain; their parameters are still read from
+// the Chain). NOTE: interpreted, bias→GELU→residual executed 29.6 instructions per element, 95 M of
+// its 124 M not FP32 (ncu, session 4): the node loop, the dispatch, the block bookkeeping.
+struct InterpretedChain {};
+template <EpilogueOp... kOps>
+struct CompiledChain {
+  static constexpr int kCount = sizeof...(kOps);
+  static constexpr EpilogueOp kOpsOf[kCount] = {kOps...};
+};
+template <class Program>
+inline constexpr bool kCompiledChain = !std::is_same_v<Program, InterpretedChain>;
+
+// The chains compiled in (ungated, output in x's dtype): a transformer MLP's tail with and without
+// its residual, and a projection's bias with its residual.
+using CompiledChains =
+    std::tuple<CompiledChain<EpilogueOp::ColumnBias, EpilogueOp::GeluTanh, EpilogueOp::Residual>,
+               CompiledChain<EpilogueOp::ColumnBias, EpilogueOp::GeluTanh>,
+               CompiledChain<EpilogueOp::ColumnBias, EpilogueOp::Residual>>;
+
+// The ops of a compiled chain, node k = kOps[k], in order.
+template <class T, int kE, int kVec, class Operands, EpilogueOp... kOps>
+__device__ __forceinline__ void apply_compiled(CompiledChain<kOps...>, const PointwiseChainParams& p,
+                                               float (&v)[kVec][kE], const BlockColumns<kVec>& at,
+                                               const Operands& operands, float& amax) {
+  int k = 0;
+  (apply_op<kOps, T, kE, kVec>(p, p.chain.nodes[k++], v, at, operands, amax), ...);
 }
 
 // NOTE: non-negative floats order like their bit patterns, so an integer atomicMax is a float max.
@@ -226,7 +265,7 @@ struct ChunkPosition {
 // The chain on a block of kVec chunks at `at`: x's gate (or only) values in v, its up values in up
 // (kGated), the tensors of the nodes after the gate read through `operands`; returns the output
 // values in v.
-template <class T, int kE, int kVec, bool kGated, class Operands>
+template <class T, int kE, int kVec, bool kGated, class Program = InterpretedChain, class Operands>
 __device__ inline void run_chain(const PointwiseChainParams& p, const ChunkPosition (&at)[kVec], const bool (&live)[kVec],
                                  float (&v)[kVec][kE], float (&up)[kVec][kE], const Operands& operands, float& amax) {
   const Chain& c = p.chain;
@@ -237,26 +276,31 @@ __device__ inline void run_chain(const PointwiseChainParams& p, const ChunkPosit
     out.col[b] = at[b].j;
     out.live[b] = live[b];
   }
-  if constexpr (kGated) {
-    // NOTE: nodes before a gate (rare: they act on the 2N accumulator columns) read their
-    // tensors from global memory as they run, for each half.
-    BlockColumns<kVec> gate = out, upper = out;
+  if constexpr (kCompiledChain<Program>) {
+    static_assert(!kGated, "compiled chains are ungated");
+    apply_compiled<T, kE, kVec>(Program{}, p, v, out, operands, amax);
+  } else {
+    if constexpr (kGated) {
+      // NOTE: nodes before a gate (rare: they act on the 2N accumulator columns) read their
+      // tensors from global memory as they run, for each half.
+      BlockColumns<kVec> gate = out, upper = out;
 #pragma unroll
-    for (int b = 0; b < kVec; ++b) {
-      gate.col[b] = at[b].gate_col;
-      upper.col[b] = at[b].up_col;
+      for (int b = 0; b < kVec; ++b) {
+        gate.col[b] = at[b].gate_col;
+        upper.col[b] = at[b].up_col;
+      }
+      for (int k = 0; k < c.gate; ++k) {
+        apply_node<T, kE, kVec>(p, c.nodes[k], v, gate, GlobalOperands<T, kE, kVec>{c, gate}, amax);
+        apply_node<T, kE, kVec>(p, c.nodes[k], up, upper, GlobalOperands<T, kE, kVec>{c, upper}, amax);
+      }
+      const bool swiglu = c.nodes[c.gate].op == EpilogueOp::SwiGlu;
+#pragma unroll
+      for (int b = 0; b < kVec; ++b)
+#pragma unroll
+        for (int e = 0; e < kE; ++e) v[b][e] = (swiglu ? silu(v[b][e]) : gelu<T>(v[b][e])) * up[b][e];
     }
-    for (int k = 0; k < c.gate; ++k) {
-      apply_node<T, kE, kVec>(p, c.nodes[k], v, gate, GlobalOperands<T, kE, kVec>{c, gate}, amax);
-      apply_node<T, kE, kVec>(p, c.nodes[k], up, upper, GlobalOperands<T, kE, kVec>{c, upper}, amax);
-    }
-    const bool swiglu = c.nodes[c.gate].op == EpilogueOp::SwiGlu;
-#pragma unroll
-    for (int b = 0; b < kVec; ++b)
-#pragma unroll
-      for (int e = 0; e < kE; ++e) v[b][e] = (swiglu ? silu(v[b][e]) : gelu<T>(v[b][e])) * up[b][e];
+    for (int k = kGated ? c.gate + 1 : 0; k < c.count; ++k) apply_node<T, kE, kVec>(p, c.nodes[k], v, out, operands, amax);
   }
-  for (int k = kGated ? c.gate + 1 : 0; k < c.count; ++k) apply_node<T, kE, kVec>(p, c.nodes[k], v, out, operands, amax);
 }
 
 __device__ __forceinline__ void copy_chunk_async(uint4* to, const void* from) {
@@ -293,7 +337,7 @@ struct StagedOperands {
 };
 
 // Chunks k0 … k0 + kVec − 1 of the thread's staged tile `tile`: the chain, then the stores.
-template <class T, class Out, int kE, int kVec, bool kGated>
+template <class T, class Out, int kE, int kVec, bool kGated, class Program>
 __device__ inline void chain_block(const PointwiseChainParams& p, const ChainStage<T, kE>& stage, std::uint64_t tile,
                                    int buffer, int k0, std::uint64_t total, float& amax) {
   ChunkPosition at[kVec];
@@ -307,8 +351,8 @@ __device__ inline void chain_block(const PointwiseChainParams& p, const ChainSta
     unpack_floats<T, kE>(stage.get(buffer, 0, k0 + b), v[b]);
     if constexpr (kGated) unpack_floats<T, kE>(stage.get(buffer, p.staging.up, k0 + b), up[b]);
   }
-  run_chain<T, kE, kVec, kGated>(p, at, live, v, up,
-                                 StagedOperands<T, kE, kVec>{p.chain, p.staging, stage, buffer, k0, at}, amax);
+  run_chain<T, kE, kVec, kGated, Program>(p, at, live, v, up,
+                                          StagedOperands<T, kE, kVec>{p.chain, p.staging, stage, buffer, k0, at}, amax);
 #pragma unroll
   for (int b = 0; b < kVec; ++b)
     if (live[b]) store_values<Out, kE>(static_cast<Out*>(p.y) + std::int64_t{at[b].i} * p.ld_y + at[b].j, v[b]);
@@ -323,10 +367,12 @@ inline constexpr int kGatedBlockChunks = 1;
 // per chunk, 16 bytes of T (every row and tensor 16-byte aligned, columns and gate blocks whole
 // chunks: kChainChunks chunks per thread, staged in p.staging.planes planes of dynamic shared
 // memory, two buffers of them) or 1 (one element per thread, read directly).
-template <class T, class Out, int kE>
+// Program: InterpretedChain, or one of CompiledChains (vector path, ungated, Out = T).
+template <class T, class Out, int kE, class Program = InterpretedChain>
 __global__ void __launch_bounds__(kChainThreads, kChainMinCtas) pointwise_chain_kernel(const PointwiseChainParams p) {
+  static_assert(!kCompiledChain<Program> || (kE > 1 && std::is_same_v<Out, T>), "compiled: vector path, Out = T");
   const Chain& c = p.chain;
-  const bool gated = c.gate < c.count;
+  const bool gated = !kCompiledChain<Program> && c.gate < c.count;
   const std::uint64_t total = std::uint64_t{p.rows} * p.chunks_per_row;
   float amax = 0.0f;
   if constexpr (kE == 1) {
@@ -378,14 +424,18 @@ __global__ void __launch_bounds__(kChainThreads, kChainMinCtas) pointwise_chain_
     for (std::uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, buffer ^= 1) {
       stage_tile(tile + gridDim.x, buffer ^ 1);
       asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-      if (gated) {
+      if constexpr (kCompiledChain<Program>) {
+#pragma unroll
+        for (int k0 = 0; k0 < kChainChunks; k0 += kBlockChunks)
+          chain_block<T, Out, kE, kBlockChunks, false, Program>(p, stage, tile, buffer, k0, total, amax);
+      } else if (gated) {
 #pragma unroll 1
         for (int k0 = 0; k0 < kChainChunks; k0 += kGatedBlockChunks)
-          chain_block<T, Out, kE, kGatedBlockChunks, true>(p, stage, tile, buffer, k0, total, amax);
+          chain_block<T, Out, kE, kGatedBlockChunks, true, Program>(p, stage, tile, buffer, k0, total, amax);
       } else {
 #pragma unroll 1
         for (int k0 = 0; k0 < kChainChunks; k0 += kBlockChunks)
-          chain_block<T, Out, kE, kBlockChunks, false>(p, stage, tile, buffer, k0, total, amax);
+          chain_block<T, Out, kE, kBlockChunks, false, Program>(p, stage, tile, buffer, k0, total, amax);
       }
     }
   }
