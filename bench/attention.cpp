@@ -30,6 +30,7 @@ struct AttentionState {
   GemmHandle gemm;
   std::vector<std::int64_t> rows;  // checked rows of O seen as [B·S·H, D]
   std::vector<double> expected;    // O of the checked rows
+  double max_logit = 0;            // max |scale·q·k| the checked rows see
 };
 
 // Row `r` of a [B, S, H, D] tensor seen as [B·S·H, D], as a 1 × D matrix view.
@@ -73,8 +74,8 @@ void run_unfused(AttentionState& s, cudaStream_t stream) {
 }
 
 // The reference O of each checked row: query i of a bottom-right causal mask with Sq = Sk sees
-// keys 0 … i, the same as an unmasked single query against those keys.
-std::vector<double> expected_rows(const AttentionState& s) {
+// keys 0 … i, the same as an unmasked single query against those keys. Sets s.max_logit.
+std::vector<double> expected_rows(AttentionState& s) {
   const std::int64_t seqlen = s.o.seqlen, d = s.o.head_dim;
   std::vector<double> out;
   for (const std::int64_t r : s.rows) {
@@ -84,16 +85,33 @@ std::vector<double> expected_rows(const AttentionState& s) {
     p.seqlen_q = 1;
     p.seqlen_k = visible;
     p.head_dim = d;
-    const auto res = reference::attention_forward(p, download(token_row(s.q, r)), download(key_rows(s.k, b, h, visible)),
-                                                  download(key_rows(s.v, b, h, visible)));
+    const auto q = download(token_row(s.q, r));
+    const auto k = download(key_rows(s.k, b, h, visible));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    for (std::int64_t j = 0; j < visible; ++j) {
+      double dot = 0;
+      for (std::int64_t e = 0; e < d; ++e) dot += q[static_cast<std::size_t>(e)] * k[static_cast<std::size_t>(j * d + e)];
+      s.max_logit = std::max(s.max_logit, std::abs(dot) * scale);
+    }
+    const auto res = reference::attention_forward(p, q, k, download(key_rows(s.v, b, h, visible)));
     out.insert(out.end(), res.o.begin(), res.o.end());
   }
   return out;
 }
 
-Check check_rows(const AttentionState& s, std::string what) {
+// The unit roundoff of a 16-bit input type.
+double unit_roundoff(DType t) { return t == DType::F16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8); }
+
+// How far the unfused rung may be off beyond the output's rounding: it rounds S = Q·Kᵀ to the
+// input type before the softmax, moving each logit by up to u·|logit|, hence P's entries by up to
+// ~2u·max|logit| relatively, and rounds P itself (u). NOTE: the kernels keep S and P in f32 and
+// take tolerance() alone; with tolerance() the unfused rung once failed at 9.96e-3 (bf16, bound
+// 8e-3, session 4) from this rounding, not from a bug.
+double unfused_excess(const AttentionState& s) { return unit_roundoff(s.o.dtype) * (2.0 * s.max_logit + 1.0); }
+
+Check check_rows(const AttentionState& s, std::string what, double excess = 0.0) {
   Check c;
-  c.bound = tolerance(s.o.dtype);
+  c.bound = tolerance(s.o.dtype) + excess;
   c.nonfinite = count_nonfinite(s.out);
   std::vector<double> got;
   for (const std::int64_t r : s.rows) {
@@ -191,7 +209,7 @@ LadderRun make_attention_ladder(const AttentionBenchOptions& o) {
   s->scores = DeviceTensor(o.dtype, {b, n, n});
   ladder.rungs.push_back(Rung{"unfused", "per head: cuBLASLt S = Q·Kᵀ, fused softmax in place, cuBLASLt O = P·V",
                               [s](cudaStream_t st) { run_unfused(*s, st); }, poison_all,
-                              [s, what] { return check_rows(*s, what); }, flops, bytes});
+                              [s, what] { return check_rows(*s, what, unfused_excess(*s)); }, flops, bytes});
   ladder.rungs.push_back(Rung{"portable", "one kernel: FlashAttention-2 split on mma.sync, scores stay on chip",
                               [s](cudaStream_t st) { attention_forward(forward_args(*s, AttentionBackend::Portable), st); },
                               poison_all, [s, what] { return check_rows(*s, what); }, flops, bytes});

@@ -80,12 +80,20 @@ struct Sm90SharedStorage {
 // Phase parity of the q_full / q_empty barriers for the CTA's handoff number `handoffs` (from 0).
 __device__ __forceinline__ std::uint32_t q_phase(int handoffs) { return static_cast<std::uint32_t>(handoffs) & 1u; }
 
-// The producer's half of a handoff without a Q load (a tile without visible keys, or the end
-// sentinel): once the consumers are done with the previous one, the id alone.
+// The producer's start of handoff number `handoffs`: once the consumers are done with the previous
+// one (Q and the id), the tile's id. NOTE: the arrive on q_full that follows releases this write
+// to the consumers, whose wait on q_full acquires it.
 template <class Storage>
-__device__ __forceinline__ void hand_off_id(Storage& storage, int tile, int handoffs) {
+__device__ __forceinline__ void write_tile_id(Storage& storage, int tile, int handoffs) {
   if (handoffs > 0) cutlass::arch::ClusterBarrier::wait(&storage.q_empty, q_phase(handoffs - 1));
   storage.tile_id = tile;
+}
+
+// The producer's half of a handoff without a Q load (a tile without visible keys, or the end
+// sentinel): the id alone.
+template <class Storage>
+__device__ __forceinline__ void hand_off_id(Storage& storage, int tile, int handoffs) {
+  write_tile_id(storage, tile, handoffs);
   cutlass::arch::ClusterBarrier::arrive(&storage.q_full);
 }
 
@@ -192,9 +200,7 @@ struct Sm90Mainloop {
       ++v_state;
     };
     load_k(tiles.begin);
-    if (handoffs > 0) cutlass::arch::ClusterBarrier::wait(&storage.q_empty, q_phase(handoffs - 1));
-    // NOTE: the arrive below releases this write to the consumers, whose wait on q_full acquires it.
-    storage.tile_id = tile;
+    write_tile_id(storage, tile, handoffs);
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Tile::kTileBytesQ);
     copy(p.tma_q.with(storage.q_full), t_gq, t_sq);
     for (int n = tiles.begin + 1; n < tiles.end; ++n) {

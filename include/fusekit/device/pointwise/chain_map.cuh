@@ -103,6 +103,12 @@ struct BlockColumns {
   bool live[kVec];
 };
 
+// The bias chunk at column `col` (read through L1: every row reads the same).
+template <class T, int kE>
+__device__ __forceinline__ Pack<T, kE> bias_chunk(const Chain& c, int col) {
+  return load_chunk<T, kE>(static_cast<const T*>(c.bias) + col, Cache::Keep);
+}
+
 // The tensors of position-dependent nodes, read from global memory at the block's positions when
 // the node runs.
 template <class T, int kE, int kVec>
@@ -113,9 +119,7 @@ struct GlobalOperands {
     return load_chunk<T, kE>(static_cast<const T*>(c.source) + std::int64_t{at.row[b]} * c.ld_source + at.col[b],
                              Cache::Stream);
   }
-  __device__ Pack<T, kE> bias(int b) const {
-    return load_chunk<T, kE>(static_cast<const T*>(c.bias) + at.col[b], Cache::Keep);
-  }
+  __device__ Pack<T, kE> bias(int b) const { return bias_chunk<T, kE>(c, at.col[b]); }
   __device__ Pack<T, kE> residual(int b) const {
     return load_chunk<T, kE>(static_cast<const T*>(c.residual) + std::int64_t{at.row[b]} * c.ld_residual + at.col[b],
                              Cache::Stream);
@@ -330,9 +334,7 @@ struct StagedOperands {
   int buffer, k0;
   const ChunkPosition (&at)[kVec];
   __device__ Pack<T, kE> source(int b) const { return stage.get(buffer, staging.source, k0 + b); }
-  __device__ Pack<T, kE> bias(int b) const {
-    return load_chunk<T, kE>(static_cast<const T*>(c.bias) + at[b].j, Cache::Keep);
-  }
+  __device__ Pack<T, kE> bias(int b) const { return bias_chunk<T, kE>(c, at[b].j); }
   __device__ Pack<T, kE> residual(int b) const { return stage.get(buffer, staging.residual, k0 + b); }
 };
 
