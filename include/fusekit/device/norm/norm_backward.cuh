@@ -95,8 +95,8 @@ struct NormBackwardRow {
 
   __device__ void load(const NormBackwardParams& p, const RowSlot& slot, std::int64_t at) {
     index = static_cast<std::uint32_t>(at < p.rows ? at : p.rows);
-    x.template load<kAccess>(p.x.row<const T>(row(p), p.rows_per_batch), slot, n(p));
-    dy.template load<kAccess>(p.dy.row<const T>(row(p), p.rows_per_batch), slot, n(p));
+    x.template load<kAccess>(p.x.row_divided<const T>(row(p), p.rows_per_batch), slot, n(p));
+    dy.template load<kAccess>(p.dy.row_divided<const T>(row(p), p.rows_per_batch), slot, n(p));
     mean = p.kind == NormKind::LayerNorm ? p.mean[row(p)] : 0.0f;
     rstd = p.rstd[row(p)];
   }
@@ -125,7 +125,7 @@ __device__ inline void norm_backward_row(const NormBackwardParams& p, const RowS
   const float mean_g = p.kind == NormKind::LayerNorm ? total.first * inv_n : 0.0f;
   const float mean_g_xhat = total.second * inv_n;
 
-  r.x.template store_mapped<T, kAccess>(p.dx.row<T>(r.row(p), p.rows_per_batch), slot, r.n(p), [&](int i, int e, int) {
+  r.x.template store_mapped<T, kAccess>(p.dx.row_divided<T>(r.row(p), p.rows_per_batch), slot, r.n(p), [&](int i, int e, int) {
     const float xhat = (r.x.value(i, e) - r.mean) * r.rstd;
     return r.rstd * (r.dy.value(i, e) * w.value(i, e) - mean_g - xhat * mean_g_xhat);
   });
