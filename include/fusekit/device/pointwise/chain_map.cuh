@@ -171,6 +171,8 @@ __device__ __forceinline__ void apply_op(const PointwiseChainParams& p, const Ch
 #pragma unroll
       for (int e = 0; e < kE; ++e) v[b][e] = gelu<T>(v[b][e]);
   } else {
+    // The position-independent ops (Scale, Relu, GeluErf, Silu, Clamp, Cast): apply_uniform
+    // dispatches on node.op.
 #pragma unroll
     for (int b = 0; b < kVec; ++b)
 #pragma unroll
@@ -196,6 +198,7 @@ __device__ inline void apply_node(const PointwiseChainParams& p, const ChainNode
     FUSEKIT_CHAIN_CASE(QuantizeE4M3)
     FUSEKIT_CHAIN_CASE(GeluTanh)
 #undef FUSEKIT_CHAIN_CASE
+    // Any other op is position-independent: Scale stands for all of them (apply_op's last branch).
     default: return apply_op<EpilogueOp::Scale, T, kE, kVec>(p, node, v, at, operands, amax);
   }
 }
