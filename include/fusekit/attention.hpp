@@ -53,6 +53,9 @@ struct AttentionForwardArgs {
   std::optional<float> softcap; // cap > 0; default none
   std::optional<VarlenBatch> varlen;
   AttentionBackend backend = AttentionBackend::Auto;  // requested kernel
+  // SMs the Hopper kernel's persistent grid leaves free (e.g. for a concurrent communication
+  // kernel): it takes at most SMs − sm_margin CTAs. 0 … SMs − 1; the portable kernel ignores it.
+  int sm_margin = 0;
 };
 
 struct AttentionReport {

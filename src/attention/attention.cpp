@@ -126,6 +126,7 @@ Checked check_arguments(const AttentionForwardArgs& a) {
   require(a.causal == Causal::No || a.causal == Causal::Yes, "causal", "No or Yes", static_cast<int>(a.causal));
   check_window_side("window.left", a.window.left);
   check_window_side("window.right", a.window.right);
+  require(a.sm_margin >= 0, "sm_margin", ">= 0", a.sm_margin);
   require(a.backend == AttentionBackend::Auto || a.backend == AttentionBackend::Portable ||
               a.backend == AttentionBackend::Sm90,
           "backend", "Auto, Portable or Sm90", static_cast<int>(a.backend));
@@ -243,6 +244,8 @@ AttentionReport attention_forward(const AttentionForwardArgs& a, cudaStream_t st
   if (info.cc_major < kMinMajor)
     throw Error(ErrorKind::Unsupported, "attention_forward needs sm_80 or newer, this GPU is sm_" +
                                             std::to_string(info.cc_major * 10 + info.cc_minor));
+  require(a.sm_margin < info.sm_count, "sm_margin", "below the GPU's " + std::to_string(info.sm_count) + " SMs",
+          a.sm_margin);
   if (c.sequences == 0 || c.seqlen_q == 0) return report;
 
   dev::FlashForwardParams p;
@@ -280,10 +283,17 @@ AttentionReport attention_forward(const AttentionForwardArgs& a, cudaStream_t st
     p.k_strides = tma_strides_of(a.k);
     p.v_strides = tma_strides_of(a.v);
     const attention::sm90::TensorExtents extents{seqs, static_cast<int>(k.heads)};
+    const int max_ctas = info.sm_count - a.sm_margin;
     switch (q.head_dim) {
-      case dev::kHeadDim64: attention::sm90::launch_flash_forward<dev::kHeadDim64>(p, extents, a.q.dtype, stream); break;
-      case dev::kHeadDim128: attention::sm90::launch_flash_forward<dev::kHeadDim128>(p, extents, a.q.dtype, stream); break;
-      default: attention::sm90::launch_flash_forward<dev::kHeadDim256>(p, extents, a.q.dtype, stream); break;
+      case dev::kHeadDim64:
+        attention::sm90::launch_flash_forward<dev::kHeadDim64>(p, extents, a.q.dtype, max_ctas, stream);
+        break;
+      case dev::kHeadDim128:
+        attention::sm90::launch_flash_forward<dev::kHeadDim128>(p, extents, a.q.dtype, max_ctas, stream);
+        break;
+      default:
+        attention::sm90::launch_flash_forward<dev::kHeadDim256>(p, extents, a.q.dtype, max_ctas, stream);
+        break;
     }
     return report;
   }

@@ -3,5 +3,5 @@
 
 namespace fusekit::attention::sm90 {
 template void launch_flash_forward<128>(const device::attention::FlashForwardParams&, const TensorExtents&, DType,
-                                      cudaStream_t);
+                                      int, cudaStream_t);
 }  // namespace fusekit::attention::sm90

@@ -52,7 +52,7 @@ int group_heads(const dev::FlashForwardParams& base, const TensorExtents& extent
 }
 
 template <class Tile>
-void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, cudaStream_t stream) {
+void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, int max_ctas, cudaStream_t stream) {
   using T = typename Tile::Element;
   constexpr int kHeadDim = Tile::kHeadDim;
   dev::sm90::Sm90ForwardParams<Tile> p;
@@ -82,7 +82,7 @@ void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, c
   p.scheduler = {(base.seqlen_q + dev::sm90::kBlockM - 1) / dev::sm90::kBlockM, base.heads_q, extents.batch,
                  group_heads<T, kHeadDim>(base, extents),
                  causal(base) ? dev::sm90::Order::CausalPairs : dev::sm90::Order::Rounds};
-  const int grid = std::min(p.scheduler.units(), current_device_info().sm_count);
+  const int grid = std::min({p.scheduler.units(), current_device_info().sm_count, max_ctas});
   kernel<<<grid, dev::sm90::kThreads, kSmem, stream>>>(p);
   check_launch("sm90_flash_forward_kernel");
 }
@@ -97,18 +97,18 @@ inline constexpr int kWideBlockN = 176, kWideStages = 2;
 
 template <int kHeadDim>
 void launch_flash_forward(const device::attention::FlashForwardParams& params, const TensorExtents& extents,
-                          DType dtype, cudaStream_t stream) {
+                          DType dtype, int max_ctas, cudaStream_t stream) {
   namespace dev = device::attention;
   const auto run = [&](auto element) {
     using T = decltype(element);
     if constexpr (kHeadDim == dev::kHeadDim128) {
       if (detail::unmasked(params)) {
         detail::launch<dev::sm90::Sm90ForwardShape<T, kHeadDim, detail::kWideBlockN, detail::kWideStages>>(
-            params, extents, stream);
+            params, extents, max_ctas, stream);
         return;
       }
     }
-    detail::launch<dev::sm90::Sm90ForwardShape<T, kHeadDim>>(params, extents, stream);
+    detail::launch<dev::sm90::Sm90ForwardShape<T, kHeadDim>>(params, extents, max_ctas, stream);
   };
   if (dtype == DType::BF16) run(cutlass::bfloat16_t{});
   else run(cutlass::half_t{});

@@ -16,10 +16,10 @@ struct TensorExtents {
 };
 
 // Builds the TMA descriptors of q, k and v and launches the persistent kernel for `kHeadDim` (at
-// most one CTA per SM over the query tiles × heads_q × batch). Fixed lengths only; strides of q,
-// k and v in 16-byte multiples; fewer than 2^31 query tiles.
+// most one CTA per SM, and at most max_ctas ≥ 1, over the query tiles × heads_q × batch). Fixed
+// lengths only; strides of q, k and v in 16-byte multiples; fewer than 2^31 query tiles.
 template <int kHeadDim>
 void launch_flash_forward(const device::attention::FlashForwardParams& params, const TensorExtents& extents,
-                          DType dtype, cudaStream_t stream);
+                          DType dtype, int max_ctas, cudaStream_t stream);
 
 }  // namespace fusekit::attention::sm90

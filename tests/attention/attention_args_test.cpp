@@ -81,6 +81,9 @@ TEST(AttentionArgs, RejectsEachBadArgumentByName) {
   a.window.left = -2;
   expect_error([&] { attention_forward(a); }, "window.left");
   a = valid();
+  a.sm_margin = -1;
+  expect_error([&] { attention_forward(a); }, "sm_margin");
+  a = valid();
   a.varlen = VarlenBatch{nullptr, nullptr, 2, kS};
   expect_error([&] { attention_forward(a); }, "q rank");
 }

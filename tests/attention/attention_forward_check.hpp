@@ -2,7 +2,8 @@
 // The attention forward cases every backend is checked on, against the double CPU reference:
 // non-causal and causal, Sq < Sk and Sq > Sk (rows that see no key), GQA and MQA, sliding
 // windows, soft-cap, sharp softmax (scale 1), odd lengths (S = 1000, keys not a multiple of the
-// tile), BHSD strides, and variable lengths from 1 to 2049. Inputs are fresh per run; O and LSE
+// tile), BHSD strides, variable lengths from 1 to 2049, and a grid limited by sm_margin (the
+// Hopper kernel's CTAs then take several rounds of tiles). Inputs are fresh per run; O and LSE
 // are poisoned (NaN) before every launch. Used by attention_forward_gpu_test.cpp (portable
 // kernel) and sm90_attention_gpu_test.cpp (Hopper kernel).
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #include "fusekit/error.hpp"
 #include "fusekit/numerics.hpp"
 #include "fusekit/reference/attention.hpp"
+#include "fusekit/runtime.hpp"
 #include "fusekit/transfer.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
@@ -48,6 +50,7 @@ struct Case {
   std::optional<float> scale;
   Layout layout = Layout::Bshd;
   std::vector<std::int64_t> varlen_q, varlen_k;  // per-sequence lengths (empty: fixed lengths)
+  int ctas = 0;  // the Hopper kernel's grid, through sm_margin (0: every SM)
 };
 
 inline Case fixed(std::string name, std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t heads_q,
@@ -95,6 +98,9 @@ inline std::vector<Case> cases() {
   all.push_back(fixed("BHSD strides", 2, 257, 333, 4, 2));
   all.back().causal = Causal::Yes;
   all.back().layout = Layout::Bhsd;
+  // 20 query tiles of 100 rows on 9 CTAs: three rounds, the last one short.
+  all.push_back(fixed("9 CTAs (sm_margin), GQA", 5, 100, 2000, 4, 2));
+  all.back().ctas = 9;
   all.push_back(varlen("varlen 1..2049", 2, 1, {1, 17, 2049, 64, 300, 0, 129}, {5, 17, 1000, 64, 1, 9, 2049}));
   all.push_back(varlen("varlen causal", 2, 2, {1, 2049, 129, 40}, {1, 2049, 300, 7}));
   all.back().causal = Causal::Yes;
@@ -222,6 +228,7 @@ inline void check_backend(DType dt, int head_dim, AttentionBackend backend, Cove
       args.varlen = VarlenBatch{cu_q->get(), cu_k->get(), std::ssize(c.varlen_q), longest};
     }
     args.backend = backend;
+    if (c.ctas > 0) args.sm_margin = current_device_info().sm_count - c.ctas;
     const AttentionReport report = attention_forward(args);
     EXPECT_EQ(report.backend, backend) << report.reason;
     check_cuda(cudaDeviceSynchronize(), "attention_forward");

@@ -77,5 +77,22 @@ TEST(Sm90AttentionPlan, AutoPicksSm90ForFixedLengthsOnly) {
   }
 }
 
+// sm_margin must leave the kernel at least one SM: checked before any launch.
+TEST(Sm90AttentionPlan, RejectsAnSmMarginOfEverySm) {
+  FUSEKIT_REQUIRE_SM90();
+  DeviceTensor q(DType::BF16, {1, 256, 2, 128}), k(DType::BF16, {1, 256, 2, 128});
+  AttentionForwardArgs args;
+  args.q = args.o = q;
+  args.k = args.v = k;
+  args.sm_margin = current_device_info().sm_count;
+  try {
+    attention_forward(args);
+    ADD_FAILURE() << "an sm_margin of every SM must be rejected";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sm_margin"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace fusekit

@@ -34,9 +34,9 @@ inline constexpr int kChunkBytes = 16;
 inline constexpr int kElemsPerChunk = kChunkBytes / 2;           // 16-bit inputs
 inline constexpr int kChunksPerRow = kBlockK / kElemsPerChunk;   // 8
 inline constexpr int kStageElems = (kBlockM + kBlockN) * kBlockK;
-// NOTE: +4 floats of skew per row: consecutive rows start 4 banks apart, so the 8 rows a warp
-// writes for one mma tile (rows lane/4) land in distinct banks.
-inline constexpr int kEpilogueLd = kBlockN + 4;
+// NOTE: +8 floats of skew per row: consecutive rows start 8 banks apart, so the four rows a
+// half-warp writes for one mma tile (rows lane/4, 8-byte pairs) land in distinct banks.
+inline constexpr int kEpilogueLd = kBlockN + 8;
 inline constexpr int kPipelineBytes = kStages * kStageElems * 2;
 inline constexpr int kEpilogueBytes = kBlockM * kEpilogueLd * 4;
 inline constexpr int kSmemBytes = kPipelineBytes > kEpilogueBytes ? kPipelineBytes : kEpilogueBytes;
@@ -219,10 +219,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
 #pragma unroll
     for (int j = 0; j < kTilesN; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = wm + i * kMmaM + lane / 4 + (e / 2) * 8;
-        const int c = wn + j * kMmaN + (lane % 4) * 2 + e % 2;
-        tile[r * kEpilogueLd + c] = apply_prefix(p.chain, acc[i][j][e]);
+      for (int half = 0; half < 2; ++half) {  // (c0, c1) and, eight rows below, (c2, c3): one 8-byte store each
+        const int r = wm + i * kMmaM + lane / 4 + half * 8;
+        const int c = wn + j * kMmaN + (lane % 4) * 2;
+        *reinterpret_cast<float2*>(tile + r * kEpilogueLd + c) =
+            make_float2(apply_prefix(p.chain, acc[i][j][2 * half]), apply_prefix(p.chain, acc[i][j][2 * half + 1]));
       }
   __syncthreads();
 
@@ -240,28 +241,33 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
     const std::int64_t gi = m0 + r;
     if (gi >= p.m) continue;
     Vector<T> out;
-    bool full = true;
+    const int left = n_out - (out_n0 + c0);  // output columns from c0 on inside the matrix
+    const int valid = left < kVec ? left : kVec;
+    const bool full = valid == kVec;
+    if (!gated) {
+      float x[kVec];
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      const int c = c0 + e;  // output column within the tile
-      const std::int64_t gj = out_n0 + c;
-      full = full && gj < n_out;
-      float x = 0.0f;
-      if (gj < n_out) {
-        if (gated) {
+      for (int e = 0; e < kVec; ++e) x[e] = tile[r * kEpilogueLd + c0 + e];
+      apply_range_columns(chain, chain.uniform_prefix, chain.count, x, gi, out_n0 + c0, valid);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) out.e[e] = Float<T>::store(x[e]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        float x = 0.0f;
+        if (e < valid) {
           // output column c pairs tile gate column 2k·block + r' with tile up column 2k·block + block + r'
+          const int c = c0 + e;
           const int kb = c / block, rr = c % block;
           const int cg = 2 * kb * block + rr, cu = cg + block;
           const float g = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cg], 0.0f, gi,
                                       cols.global(cg));
           const float u = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cu], 0.0f, gi,
                                       cols.global(cu));
-          x = apply_range(chain, chain.gate, chain.count, g, u, gi, gj);
-        } else {
-          x = apply_range(chain, chain.uniform_prefix, chain.count, tile[r * kEpilogueLd + c], 0.0f, gi, gj);
+          x = apply_range(chain, chain.gate, chain.count, g, u, gi, out_n0 + c);
         }
+        out.e[e] = Float<T>::store(x);
       }
-      out.e[e] = Float<T>::store(x);
     }
     T* dst = d + gi * p.ldd + out_n0 + c0;
     if (full) {
