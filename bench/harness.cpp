@@ -186,12 +186,10 @@ reference::Matrix sampled_rows(const TensorView& t, const std::vector<std::int64
   return m;
 }
 
-Check check_rows(const TensorView& out, const std::vector<std::int64_t>& rows, const reference::Matrix& expected,
-                 DType dtype, std::string what) {
-  Check c;
-  c.bound = tolerance(dtype);
-  c.nonfinite = count_nonfinite(out);
-  const auto got = sampled_rows(out, rows);
+namespace {
+
+// `got` (rows of an output, NaN and Inf counted in c.nonfinite already) against `expected`.
+Check compare_rows(Check c, const reference::Matrix& got, const reference::Matrix& expected) {
   double d = 0, r = 0;
   for (std::size_t e = 0; e < got.data.size(); ++e) {
     if (!std::isfinite(got.data[e])) continue;  // counted in nonfinite already
@@ -200,8 +198,31 @@ Check check_rows(const TensorView& out, const std::vector<std::int64_t>& rows, c
   }
   c.rel_err = std::sqrt(d / std::max(r, std::numeric_limits<double>::min()));
   c.passed = c.nonfinite == 0 && c.rel_err <= c.bound;
-  c.what = std::move(what);
   return c;
+}
+
+}  // namespace
+
+Check check_rows(const TensorView& out, const std::vector<std::int64_t>& rows, const reference::Matrix& expected,
+                 DType dtype, std::string what) {
+  Check c;
+  c.bound = tolerance(dtype);
+  c.nonfinite = count_nonfinite(out);
+  c.what = std::move(what);
+  return compare_rows(c, sampled_rows(out, rows), expected);
+}
+
+Check check_scaled_rows(const TensorView& out, const TensorView& row_scale, const std::vector<std::int64_t>& rows,
+                        const reference::Matrix& expected, std::string what) {
+  Check c;
+  c.bound = tolerance(out.dtype);
+  c.nonfinite = count_nonfinite(out);
+  c.what = std::move(what);
+  auto got = sampled_rows(out, rows);
+  const auto scale = download(row_scale);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::int64_t j = 0; j < got.cols; ++j) got(static_cast<std::int64_t>(i), j) *= scale[static_cast<std::size_t>(rows[i])];
+  return compare_rows(c, got, expected);
 }
 
 }  // namespace fusekit::bench

@@ -113,4 +113,9 @@ reference::Matrix sampled_rows(const TensorView& t, const std::vector<std::int64
 Check check_rows(const TensorView& out, const std::vector<std::int64_t>& rows, const reference::Matrix& expected,
                  DType dtype, std::string what);
 
+// A quantized output's given rows, each times its scale (out[row]·row_scale[row] ≈ expected),
+// against `expected`: relative L2 within tolerance(out.dtype) and no NaN or Inf in `out`.
+Check check_scaled_rows(const TensorView& out, const TensorView& row_scale, const std::vector<std::int64_t>& rows,
+                        const reference::Matrix& expected, std::string what);
+
 }  // namespace fusekit::bench

@@ -11,6 +11,7 @@
 #include "fusekit/eager_rows.hpp"
 #include "fusekit/error.hpp"
 #include "fusekit/norm.hpp"
+#include "fusekit/norm_quantize.hpp"
 #include "fusekit/numerics.hpp"
 #include "fusekit/pointwise.hpp"
 #include "fusekit/pointwise_chain.hpp"
@@ -32,6 +33,7 @@ EpilogueSpec bias_gelu_residual() { return EpilogueSpec{}.bias().gelu_tanh().res
 struct RowOpState {
   RowOpOptions o;
   DeviceTensor x, r, w, b, h, t, s, y, mean, rstd, max, sum;
+  DeviceTensor q, q_scale;  // norms: y quantized to e4m3 with a scale per row
   std::vector<std::int64_t> rows;  // checked rows
   reference::Matrix expected;      // y of the checked rows
   reference::Matrix expected_h;    // add_rmsnorm: h of the checked rows
@@ -69,6 +71,10 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
     s->r = DeviceTensor(dt, {m, n});
     s->h = DeviceTensor(dt, {m, n});
     fill_uniform(s->r, seed + 3, -2.0f, 2.0f);
+  }
+  if (o.op == RowOp::RmsNorm || o.op == RowOp::LayerNorm) {
+    s->q = DeviceTensor(DType::E4M3, {m, n});
+    s->q_scale = DeviceTensor(DType::F32, {m});
   }
   if (o.op == RowOp::Softmax) {
     s->s = DeviceTensor(dt, {m, n});
@@ -126,6 +132,10 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
     poison(s->t, st);
     if (s->h.data()) poison(s->h, st);
     if (s->s.data()) poison(s->s, st);
+    if (s->q.data()) {
+      poison(s->q, st);
+      poison(s->q_scale, st);
+    }
   };
 
   switch (o.op) {
@@ -159,6 +169,25 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
             norm_forward(a, st);
           },
           poison_all, check_y, elements, bytes});
+      // The same norm with its output quantized for an fp8 GEMM: x read once, q written as one
+      // byte per element, one scale per row.
+      const double fp8_bytes = esz * (elements + (ln ? 2 : 1) * n) + elements + stat_bytes;
+      ladder.rungs.push_back(Rung{
+          "fused_fp8", "one kernel: the norm, then y quantized to e4m3 with a scale per row (q·scale ≈ y)",
+          [s, kind, ln](cudaStream_t st) {
+            NormQuantizeArgs a;
+            a.norm.kind = kind;
+            a.norm.x = s->x;
+            a.norm.weight = s->w;
+            if (ln) a.norm.bias = s->b;
+            a.norm.y = s->q;
+            a.norm.eps = kEps;
+            a.scale_mode = Fp8ScaleMode::PerRow;
+            a.scale = s->q_scale;
+            norm_quantize_forward(a, st);
+          },
+          poison_all, [s, what] { return check_scaled_rows(s->q, s->q_scale, s->rows, s->expected, what); }, elements,
+          fp8_bytes});
       break;
     }
     case RowOp::AddRmsNorm: {

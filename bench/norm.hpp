@@ -6,8 +6,9 @@
 //   softmax     y = exp(x − max x) / Σ exp(x − max x)
 //   bias_gelu_residual  y = gelu(x + b) + r         (the pointwise chain, fusekit/pointwise_chain.hpp)
 // Rungs: unfused (one eager kernel per op: statistics, normalize, affine — fusekit/eager_rows.hpp)
-// and fused (fusekit/norm.hpp, fusekit/softmax.hpp). min_bytes: each input read once, each
-// output written once; flops ≈ elements.
+// and fused (fusekit/norm.hpp, fusekit/softmax.hpp); the norms also fused_fp8 (the norm with y
+// quantized to e4m3, a scale per row: fusekit/norm_quantize.hpp). min_bytes: each input read
+// once, each output written once; flops ≈ elements.
 #include <cstdint>
 #include <vector>
 
