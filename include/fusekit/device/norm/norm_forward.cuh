@@ -212,6 +212,29 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     }
   }
 
+  // f(c, y) for each held chunk of y = affine(h; centre, scale) (columns c … c + kE, c < n), the
+  // launch's affine terms compiled in.
+  const auto for_each_affine = [&](float centre, float scale, auto&& f) {
+    with_affine_terms(p, [&](auto terms) {
+#pragma unroll Tile::kUnroll
+      for (int i = 0; i < Tile::kChunks; ++i) {
+        const int c = Tile::column(at.slot, i);
+        if (c >= n) continue;
+        float y[kE];
+        affine_chunk<decltype(terms), kAccess>(h.get(i), affine, i, c, centre, scale, y);
+        f(c, y);
+      }
+    });
+  };
+  // max |y| over the row, where the output needs it (an fp8 scale per row, or the tensor's amax).
+  // NOTE: RMSNorm without bias has max |y| = rstd·max_j |h_j·w_j|, so that max rides in the sum
+  // of squares' reduction: without it, the quantizing kernel ran the affine twice and a third
+  // reduction, and executed 1.9× the instructions of the bf16-output kernel (ncu, session 6).
+  bool wants_amax = false;
+  if constexpr (!std::is_same_v<Out, T>) wants_amax = p.quant == QuantScale::PerRow || p.amax != nullptr;
+  const bool folds_amax = wants_amax && p.kind == NormKind::RmsNorm && p.bias == nullptr;
+  float amax = 0.0f;
+
   const float inv_n = 1.0f / static_cast<float>(p.n);
   float mean = 0.0f;
   float variance = 0.0f;  // LayerNorm: mean((h − mean)²); RMSNorm: mean(h²)
@@ -240,6 +263,17 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       variance = dev.second * inv_n - shift * shift;
     }
     variance = fmaxf(variance, 0.0f);
+  } else if (folds_amax) {
+    SumMax stats{0.0f, 0.0f};  // Σ h², max |h·w|
+    h.template for_each<kAccess>(at.slot, n, [&](float v, int) { stats.sum += v * v; });
+    for_each_affine(0.0f, 1.0f, [&](int c, const float (&hw)[kE]) {
+#pragma unroll
+      for (int e = 0; e < kE; ++e)
+        if (c + e < n) stats.max = fmaxf(stats.max, fabsf(hw[e]));
+    });
+    stats = norm_allreduce<2>(stats, SumMaxOp{}, p.layout, parity);
+    variance = stats.sum * inv_n;
+    amax = stats.max;  // times rstd below
   } else {
     float squares = 0.0f;
     h.template for_each<kAccess>(at.slot, n, [&](float v, int) { squares += v * v; });
@@ -256,31 +290,21 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     if (p.rstd) p.rstd[row] = rstd;
   }
 
-  // f(c, y) for each held chunk of y (columns c … c + kE, c < n), the launch's affine terms
-  // compiled in.
-  const auto for_each_y = [&](auto&& f) {
-    with_affine_terms(p, [&](auto terms) {
-#pragma unroll Tile::kUnroll
-      for (int i = 0; i < Tile::kChunks; ++i) {
-        const int c = Tile::column(at.slot, i);
-        if (c >= n) continue;
-        float y[kE];
-        affine_chunk<decltype(terms), kAccess>(h.get(i), affine, i, c, mean, rstd, y);
-        f(c, y);
-      }
-    });
-  };
+  const auto for_each_y = [&](auto&& f) { for_each_affine(mean, rstd, f); };
 
   float inv_scale = 1.0f;
   if constexpr (!std::is_same_v<Out, T>) {
-    if (p.quant == QuantScale::PerRow || p.amax != nullptr) {
-      float amax = 0.0f;
-      for_each_y([&](int c, const float (&y)[kE]) {
+    if (wants_amax) {
+      if (folds_amax) {
+        amax *= rstd;
+      } else {
+        for_each_y([&](int c, const float (&y)[kE]) {
 #pragma unroll
-        for (int e = 0; e < kE; ++e)
-          if (c + e < n) amax = fmaxf(amax, fabsf(y[e]));
-      });
-      amax = norm_allreduce<3>(amax, MaxOp{}, p.layout, parity);
+          for (int e = 0; e < kE; ++e)
+            if (c + e < n) amax = fmaxf(amax, fabsf(y[e]));
+        });
+        amax = norm_allreduce<3>(amax, MaxOp{}, p.layout, parity);
+      }
       if (live && at.leader() && p.amax) atomic_max_nonnegative(p.amax, amax);
       if (p.quant == QuantScale::PerRow) {
         // NOTE: an all-zero row gets scale 1 (any scale represents it; 0 would not invert).

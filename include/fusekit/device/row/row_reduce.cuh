@@ -46,6 +46,15 @@ struct SumPairOp {
   }
 };
 
+// A sum and a max reduced together (RMSNorm's Σ h² and max |h·w| in one all-reduce).
+struct SumMax {
+  float sum;
+  float max;
+};
+struct SumMaxOp {
+  __device__ SumMax operator()(const SumMax& a, const SumMax& b) const { return {a.sum + b.sum, fmaxf(a.max, b.max)}; }
+};
+
 constexpr unsigned kFullWarpMask = 0xFFFFFFFFu;
 
 __device__ inline float shuffle_xor(float v, int mask) { return __shfl_xor_sync(kFullWarpMask, v, mask); }
@@ -54,6 +63,9 @@ __device__ inline MaxSum shuffle_xor(const MaxSum& v, int mask) {
 }
 __device__ inline SumPair shuffle_xor(const SumPair& v, int mask) {
   return {shuffle_xor(v.first, mask), shuffle_xor(v.second, mask)};
+}
+__device__ inline SumMax shuffle_xor(const SumMax& v, int mask) {
+  return {shuffle_xor(v.sum, mask), shuffle_xor(v.max, mask)};
 }
 
 // Cluster barrier halves (sm_90): every thread of every CTA of the cluster arrives once per
