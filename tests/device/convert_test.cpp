@@ -1,6 +1,7 @@
 // float → e4m3 from the float's bits (the path before sm_89 and on the host) against the CUDA
 // toolkit's conversion through double: every float16 bit pattern's value, values around every
-// e4m3 rounding midpoint, the saturation edge, infinities and NaN.
+// e4m3 rounding midpoint, the saturation edge, infinities and NaN; and the paired conversion
+// (float2_to_e4m3x2) as two single ones, the first value in the low byte.
 #include "fusekit/device/convert.cuh"
 
 #include <gtest/gtest.h>
@@ -58,6 +59,16 @@ TEST(FloatToE4m3, SaturatesAndKeepsNan) {
   EXPECT_EQ(ours(0.0f), 0u);
   EXPECT_EQ(ours(-0.0f), 0x80u);
   EXPECT_EQ(ours(from_bits(1)), 0u);  // the smallest float subnormal rounds to zero
+}
+
+TEST(FloatToE4m3, PairsConvertAsTwoSingles) {
+  const float values[] = {0.0f, -0.0f, 1.0f, -3.25f, 0.013f, 447.0f, 500.0f, -1e6f, 1e-3f, 0.5f};
+  for (const float a : values)
+    for (const float b : values) {
+      const unsigned pair = float2_to_e4m3x2(a, b);
+      EXPECT_EQ(pair & 0xFFu, ours(a)) << a << ", " << b;
+      EXPECT_EQ(pair >> 8, ours(b)) << a << ", " << b;
+    }
 }
 
 }  // namespace

@@ -69,6 +69,15 @@ __host__ __device__ __forceinline__ __nv_fp8_e4m3 float_to_e4m3(float v) {
   return out;
 }
 
+// Two floats → two e4m3 as float_to_e4m3 each (a in the low byte), one conversion on sm_89+.
+__host__ __device__ __forceinline__ __nv_fp8x2_storage_t float2_to_e4m3x2(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+#else
+  return static_cast<__nv_fp8x2_storage_t>((float_to_e4m3(b).__x << 8) | float_to_e4m3(a).__x);
+#endif
+}
+
 // Run-time dtype dispatch for utility kernels that are not on a hot path.
 __device__ inline float load_float(const void* base, DType t, std::int64_t offset) {
   switch (t) {

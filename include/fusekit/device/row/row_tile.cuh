@@ -103,7 +103,8 @@ __device__ __forceinline__ void unpack_floats(const Pack<T, kE>& pack, float (&v
   }
 }
 
-// The kE floats rounded to T (round to nearest even), two per conversion for 16-bit types.
+// The kE floats rounded to T (round to nearest even), two per conversion for 16-bit types and
+// e4m3.
 template <class T, int kE>
 __device__ __forceinline__ Pack<T, kE> pack_floats(const float (&v)[kE]) {
   Pack<T, kE> pack;
@@ -115,6 +116,10 @@ __device__ __forceinline__ Pack<T, kE> pack_floats(const float (&v)[kE]) {
     auto* pair = reinterpret_cast<__half2*>(&pack);
 #pragma unroll
     for (int i = 0; i < kE / 2; ++i) pair[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+  } else if constexpr (std::is_same_v<T, __nv_fp8_e4m3> && kE % 2 == 0) {
+    auto* pair = reinterpret_cast<__nv_fp8x2_storage_t*>(&pack);
+#pragma unroll
+    for (int i = 0; i < kE / 2; ++i) pair[i] = float2_to_e4m3x2(v[2 * i], v[2 * i + 1]);
   } else {
 #pragma unroll
     for (int e = 0; e < kE; ++e) pack.e[e] = Element<T>::store(v[e]);
