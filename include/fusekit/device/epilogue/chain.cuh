@@ -49,35 +49,16 @@ __device__ __forceinline__ float apply_prefix(const Chain& c, float x) {
   return x;
 }
 
-// Nodes [first, last) at global position (i, j). Before a gated node j indexes the N columns
-// of the accumulator; from the gated node on, the N/2 output columns, and `up` is the value of
-// the paired up column that the gated node multiplies in.
-__device__ __forceinline__ float apply_range(const Chain& c, int first, int last, float x, float up,
-                                             std::int64_t i, std::int64_t j) {
-  for (int k = first; k < last; ++k) {
-    const ChainNode& n = c.nodes[k];
-    switch (n.op) {
-      case EpilogueOp::AddSource: x += n.p0 * load_float(c.source, c.dtype, i * c.ld_source + j); break;
-      case EpilogueOp::ColumnBias: x += load_float(c.bias, c.dtype, j); break;
-      case EpilogueOp::RowScale: x *= c.row_scale[i]; break;
-      case EpilogueOp::ColumnScale: x *= c.col_scale[j]; break;
-      case EpilogueOp::Residual: x += load_float(c.residual, c.dtype, i * c.ld_residual + j); break;
-      case EpilogueOp::SwiGlu: x = silu(x) * up; break;
-      case EpilogueOp::GeGlu: x = gelu_tanh(x) * up; break;
-      case EpilogueOp::StoreAux: store_float(c.aux, c.dtype, i * c.ld_aux + j, x); break;
-      default: x = apply_uniform(n, x); break;
-    }
-  }
-  return x;
-}
-
-// Nodes [first, last) of an ungated chain on kN consecutive columns j0 … j0 + kN − 1 of row i, of
-// which the first `valid` exist: each node dispatched once for all kN values. NOTE: per value,
-// apply_range inlined its whole interpreter kN times, and the portable GEMM's epilogue stalled on
-// instruction fetch (ncu, session 6: 'no instruction' in 49 % of the epilogue's samples).
+// Nodes [first, last) on kN consecutive columns j0 … j0 + kN − 1 of row i, of which the first
+// `valid` exist: each node dispatched once for all kN values. Before a gated node the columns
+// index the N columns of the accumulator; from the gated node on, the N/2 output columns, and
+// up[e] (read only by a gated node) is the paired up column's value that it multiplies in.
+// NOTE: one dispatch per vector: per value, the interpreter was inlined kN times, and the
+// portable GEMM's epilogue stalled on instruction fetch (ncu, session 6: 'no instruction' in
+// 49 % of the epilogue's samples).
 template <int kN>
-__device__ __forceinline__ void apply_range_columns(const Chain& c, int first, int last, float (&x)[kN], std::int64_t i,
-                                                    std::int64_t j0, int valid) {
+__device__ __forceinline__ void apply_range_columns(const Chain& c, int first, int last, float (&x)[kN],
+                                                    const float* up, std::int64_t i, std::int64_t j0, int valid) {
   for (int k = first; k < last; ++k) {
     const ChainNode& n = c.nodes[k];
     switch (n.op) {
@@ -107,6 +88,14 @@ __device__ __forceinline__ void apply_range_columns(const Chain& c, int first, i
         for (int e = 0; e < kN; ++e)
           if (e < valid) x[e] += load_float(c.residual, c.dtype, i * c.ld_residual + j0 + e);
         break;
+      case EpilogueOp::SwiGlu:
+#pragma unroll
+        for (int e = 0; e < kN; ++e) x[e] = silu(x[e]) * up[e];
+        break;
+      case EpilogueOp::GeGlu:
+#pragma unroll
+        for (int e = 0; e < kN; ++e) x[e] = gelu_tanh(x[e]) * up[e];
+        break;
       case EpilogueOp::StoreAux:
 #pragma unroll
         for (int e = 0; e < kN; ++e)
@@ -118,6 +107,14 @@ __device__ __forceinline__ void apply_range_columns(const Chain& c, int first, i
         break;
     }
   }
+}
+
+// Nodes [first, last) on one value at global position (i, j); `up` as above.
+__device__ __forceinline__ float apply_range(const Chain& c, int first, int last, float x, float up,
+                                             std::int64_t i, std::int64_t j) {
+  float v[1] = {x};
+  apply_range_columns(c, first, last, v, &up, i, j, 1);
+  return v[0];
 }
 
 }  // namespace fusekit::device

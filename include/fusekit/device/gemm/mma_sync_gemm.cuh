@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
       float x[kVec];
 #pragma unroll
       for (int e = 0; e < kVec; ++e) x[e] = tile[r * kEpilogueLd + c0 + e];
-      apply_range_columns(chain, chain.uniform_prefix, chain.count, x, gi, out_n0 + c0, valid);
+      apply_range_columns(chain, chain.uniform_prefix, chain.count, x, nullptr, gi, out_n0 + c0, valid);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) out.e[e] = Float<T>::store(x[e]);
     } else {
