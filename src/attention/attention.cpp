@@ -168,7 +168,8 @@ std::string sm90_feature_blocker(const AttentionForwardArgs& a, const Checked& c
   const std::int64_t query_tiles =
       (c.seqlen_q + dev::kSm90BlockM - 1) / dev::kSm90BlockM * c.q.heads * c.sequences;
   if (query_tiles > std::numeric_limits<int>::max()) return "more than 2^31 - 1 query tiles (the tile ids are int)";
-  for (const auto& [arg, t] : {std::pair<std::string_view, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}})
+  for (const auto& [arg, t] :
+       {std::pair<std::string_view, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"o", &a.o}})
     for (int d = 0; d < t->rank; ++d) {
       if (t->shape[d] <= 1) continue;  // the launch gives a dimension of extent 1 a legal stride
       const std::int64_t bytes = t->strides[d] * static_cast<std::int64_t>(t->element_size());
@@ -282,6 +283,7 @@ AttentionReport attention_forward(const AttentionForwardArgs& a, cudaStream_t st
     p.q_strides = tma_strides_of(a.q);
     p.k_strides = tma_strides_of(a.k);
     p.v_strides = tma_strides_of(a.v);
+    p.o_strides = tma_strides_of(a.o);
     const attention::sm90::TensorExtents extents{seqs, static_cast<int>(k.heads)};
     const int max_ctas = info.sm_count - a.sm_margin;
     switch (q.head_dim) {

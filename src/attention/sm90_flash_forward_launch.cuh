@@ -17,10 +17,10 @@ namespace detail {
 using namespace cute;
 namespace dev = device::attention;
 
-// A [batch, seqlen, heads, head_dim] tensor as (token, dim, head, batch) for TMA.
-template <class T, int kHeadDim>
-auto token_tensor(const void* data, int seqlen, int heads, int batch, const dev::TokenStrides& s) {
-  return make_tensor(make_gmem_ptr(static_cast<const T*>(data)),
+// A [batch, seqlen, heads, head_dim] tensor as (token, dim, head, batch) for TMA; E is T or const T.
+template <int kHeadDim, class E>
+auto token_tensor(E* data, int seqlen, int heads, int batch, const dev::TokenStrides& s) {
+  return make_tensor(make_gmem_ptr(data),
                      make_layout(make_shape(seqlen, kHeadDim, heads, batch), make_stride(s.token, _1{}, s.head, s.batch)));
 }
 
@@ -59,15 +59,20 @@ void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, i
   p.base = base;
   p.batch = extents.batch;
   p.heads_kv = extents.heads_kv;
+  const auto keys = [&](const void* data, const dev::TokenStrides& s) {
+    return token_tensor<kHeadDim>(static_cast<const T*>(data), base.seqlen_k, extents.heads_kv, extents.batch, s);
+  };
   p.tma_q = make_tma_copy(SM90_TMA_LOAD{},
-                          token_tensor<T, kHeadDim>(base.q, base.seqlen_q, base.heads_q, extents.batch, base.q_strides),
+                          token_tensor<kHeadDim>(static_cast<const T*>(base.q), base.seqlen_q, base.heads_q,
+                                                 extents.batch, base.q_strides),
                           typename Tile::SmemLayoutQ{});
-  p.tma_k = make_tma_copy(SM90_TMA_LOAD{},
-                          token_tensor<T, kHeadDim>(base.k, base.seqlen_k, extents.heads_kv, extents.batch, base.k_strides),
-                          typename Tile::SmemLayoutKVStage{});
-  p.tma_v = make_tma_copy(SM90_TMA_LOAD{},
-                          token_tensor<T, kHeadDim>(base.v, base.seqlen_k, extents.heads_kv, extents.batch, base.v_strides),
-                          typename Tile::SmemLayoutKVStage{});
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, keys(base.k, base.k_strides), typename Tile::SmemLayoutKVStage{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, keys(base.v, base.v_strides), typename Tile::SmemLayoutKVStage{});
+  if constexpr (Tile::kOutput == dev::sm90::OutputPath::SharedTma)
+    p.tma_o = make_tma_copy(
+        SM90_TMA_STORE{},
+        token_tensor<kHeadDim>(static_cast<T*>(base.o), base.seqlen_q, base.heads_q, extents.batch, base.o_strides),
+        typename Tile::SmemLayoutO{});
 
   const auto kernel = dev::sm90::sm90_flash_forward_kernel<Tile>;
   constexpr std::size_t kSmem = dev::sm90::kSmemBytes<Tile>;

@@ -16,19 +16,26 @@ struct SequenceView {
   __device__ int last_key(int row) const { return min(seqlen_k - 1, diag(row) + window_right); }
 };
 
-__device__ __forceinline__ SequenceView sequence_view(const FlashForwardParams& p, int batch) {
+// Every sequence of a batch of fixed lengths. NOTE: made of kernel parameters alone, so the
+// compiler may read its fields again from the parameter bank where it would otherwise keep them
+// in registers across a mainloop (the Hopper kernel, which takes fixed lengths only).
+__device__ __forceinline__ SequenceView fixed_sequence_view(const FlashForwardParams& p) {
   SequenceView s;
+  s.seqlen_q = p.seqlen_q;
+  s.seqlen_k = p.seqlen_k;
+  s.window_left = p.window_left;
+  s.window_right = p.window_right;
+  return s;
+}
+
+__device__ __forceinline__ SequenceView sequence_view(const FlashForwardParams& p, int batch) {
+  SequenceView s = fixed_sequence_view(p);
   if (p.cu_seqlens_q != nullptr) {
     s.q_begin = p.cu_seqlens_q[batch];
     s.k_begin = p.cu_seqlens_k[batch];
     s.seqlen_q = p.cu_seqlens_q[batch + 1] - s.q_begin;
     s.seqlen_k = p.cu_seqlens_k[batch + 1] - s.k_begin;
-  } else {
-    s.seqlen_q = p.seqlen_q;
-    s.seqlen_k = p.seqlen_k;
   }
-  s.window_left = p.window_left;
-  s.window_right = p.window_right;
   return s;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // The Hopper (sm_90a) attention forward kernel, FlashAttention-3 style:
 //   O = softmax(mask(softcap(scale·Q·Kᵀ)))·V,  LSE = log Σ_j exp(mask(softcap(scale·Q·Kᵀ)))
-// Three warpgroups per CTA: a producer that issues TMA loads (registers cut to
-// kProducerRegisters by setmaxnreg) and two consumers of 64 query rows each that run the wgmma
+// Three warpgroups per CTA: a producer that issues TMA loads and, from another of its threads, the
+// TMA stores of O (registers cut to kProducerRegisters by setmaxnreg), and two consumers of 64 query rows each that run the wgmma
 // GEMMs and the softmax (registers raised to kConsumerRegisters). The roles live in their own
 // files: sm90_tile_shape (tiles, layouts, register split), sm90_mainloop (load and mma),
 // sm90_softmax, sm90_mask, sm90_named_barriers (pingpong), sm90_tile_scheduler, sm90_epilogue.
@@ -40,13 +40,20 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
   Storage& storage = *reinterpret_cast<Storage*>(smem);
 
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
-  const bool issuer = threadIdx.x == 0;  // the producer thread that issues every TMA copy
+  // The producer warp walks the tiles and waits on the pipelines with all its lanes (a warp-wide
+  // branch, so that its values stay in uniform registers: as one thread inside a two-way branch it
+  // spilled at kProducerRegisters; ptxas, 2026-12-01); its lane 0, the issuer, issues every TMA
+  // load. The storer warp sends O out (OutputPath::SharedTma; sm90_epilogue.cuh).
+  constexpr int kProducerWarp = 0, kStorerWarp = 1;
+  const bool issuer = threadIdx.x == 0;
   if (issuer) {
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
     cutlass::arch::ClusterBarrier::init(&storage.q_full, 1);
     cutlass::arch::ClusterBarrier::init(&storage.q_empty, kConsumers * kWarpgroupThreads);
+    cutlass::arch::ClusterBarrier::init(&storage.o_full, kWarpgroupThreads);
+    for (int w = 0; w < kConsumers; ++w) cutlass::arch::ClusterBarrier::init(&storage.o_empty[w], 1);
   }
   typename Pipeline::Params pipeline_params;
   pipeline_params.transaction_bytes = Tile::kTileBytesKV;
@@ -66,14 +73,17 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
   // without visible keys loads nothing and stores O = 0.
   auto tile_geometry = [&](int tile, WorkTile& work, SequenceView& seq, int& m0) {
     work = scheduler.at(tile);
-    seq = sequence_view(p.base, work.batch);
+    seq = fixed_sequence_view(p.base);
     m0 = work.m_block * kBlockM;
     return key_tiles(seq, m0, min(m0 + kBlockM, seq.seqlen_q) - 1, Tile::kBlockN);
   };
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
-    if (issuer) {
+    const int warp = static_cast<int>(threadIdx.x) / cutlass::NumThreadsPerWarp;
+    if (warp == kStorerWarp) {
+      if constexpr (Tile::kOutput == OutputPath::SharedTma) Sm90Epilogue<Tile>::send_tiles(p, storage);
+    } else if (warp == kProducerWarp) {
       PipelineState k_state = cutlass::make_producer_start_state<Pipeline>();
       PipelineState v_state = k_state;
       int handoffs = 0;
@@ -84,17 +94,17 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
         int m0 = 0;
         const KeyTiles tiles = tile_geometry(tile, work, seq, m0);
         if (tiles.count() > 0)
-          Mainloop::load(p, storage, pipeline_k, pipeline_v, k_state, v_state, tile, work, tiles, handoffs);
+          Mainloop::load(p, storage, pipeline_k, pipeline_v, k_state, v_state, tile, work, tiles, handoffs, issuer);
         else
-          hand_off_id(storage, tile, handoffs);
+          hand_off_id(storage, tile, handoffs, issuer);
         // NOTE: the next tile is taken once this one's loads are issued (the producer runs at most
         // kStages key tiles ahead of the consumers), and its Q prefetched into L2 then. Taken
         // before the loads, it stayed live across them and the producer spilled at its
         // kProducerRegisters.
         tile = scheduler.next(tile, grid, cta);
-        if (tile < scheduler.ids()) Mainloop::prefetch_q(p, scheduler.at(tile));
+        if (issuer && tile < scheduler.ids()) Mainloop::prefetch_q(p, scheduler.at(tile));
       }
-      hand_off_id(storage, scheduler.ids(), handoffs);  // the end sentinel
+      hand_off_id(storage, scheduler.ids(), handoffs, issuer);  // the end sentinel
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
@@ -118,11 +128,11 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_flash_forward_kernel(const _
         Mainloop::mma(p, storage, pipeline_k, pipeline_v, k_state, v_state, seq, m0, tiles, pingpong, thread, o,
                       softmax);
       } else {
-        cutlass::arch::ClusterBarrier::arrive(&storage.q_empty);
+        release_q(storage);
       }
-      // NOTE: O leaves from registers, so this warpgroup's epilogue overlaps the other's GEMMs
-      // and the producer's loads of the next tile.
-      Sm90Epilogue<Tile>::store(p.base, seq, work, m0, thread, o, softmax);
+      // NOTE: this warpgroup's epilogue overlaps the other's GEMMs and the producer's loads of
+      // the next tile.
+      Sm90Epilogue<Tile>::store(p, storage, seq, work, m0, thread, handoffs, o, softmax);
     }
     pingpong.finish();
   }

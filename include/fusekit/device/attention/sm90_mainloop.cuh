@@ -4,8 +4,8 @@
 //
 // Producer (one thread), per query tile, in the order the consumers use the data: K of the first
 // key tile, the tile's id and Q onto its own mbarrier (q_full; before it the producer waits on
-// q_empty, which all 256 consumer threads arrive on once their last S = Q·Kᵀ of the previous
-// tile has completed),
+// q_empty, which all 256 consumer threads arrive on as soon as their last S = Q·Kᵀ of the
+// previous tile has landed),
 // then K_{j+1} before V_j (a consumer's turn j issues S_{j+1} with P_j·V_j), then the last V. K
 // and V go through two kStages-deep pipelines (full barrier: TMA bytes landed; empty barrier: all
 // 256 consumer threads released the stage) whose states carry on from one query tile to the next,
@@ -48,12 +48,18 @@ using TmaLoad = decltype(make_tma_copy(SM90_TMA_LOAD{},
                                        make_tensor(make_gmem_ptr(static_cast<const T*>(nullptr)), GmemLayout{}),
                                        SmemLayout{}));
 
+template <class T, class SmemLayout>
+using TmaStore = decltype(make_tma_copy(SM90_TMA_STORE{},
+                                        make_tensor(make_gmem_ptr(static_cast<T*>(nullptr)), GmemLayout{}),
+                                        SmemLayout{}));
+
 template <class Tile>
 struct Sm90ForwardParams {
   using T = typename Tile::Element;
   FlashForwardParams base;  // pointers for the epilogue, lengths, mask and softmax scalars
   TmaLoad<T, typename Tile::SmemLayoutQ> tma_q;
   TmaLoad<T, typename Tile::SmemLayoutKVStage> tma_k, tma_v;
+  TmaStore<T, typename Tile::SmemLayoutO> tma_o;  // used by OutputPath::SharedTma
   int heads_kv = 0, batch = 0;
   L2GroupedScheduler scheduler;
 };
@@ -67,6 +73,12 @@ struct Sm90SharedStorage {
   array_aligned<T, cosize_v<typename Tile::SmemLayoutQ>, kSwizzleAlignment> q;
   array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> k;
   array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> v;
+  // One warpgroup's O tile (OutputPath::SharedTma; a byte otherwise). The warpgroups write it in
+  // turn, and the storer thread sends each write out (sm90_epilogue.cuh).
+  struct NoTile {};
+  std::conditional_t<Tile::kOutput == OutputPath::SharedTma,
+                     array_aligned<T, cosize_v<typename Tile::SmemLayoutO>, kSwizzleAlignment>, NoTile>
+      o;
   typename Tile::Pipeline::SharedStorage pipeline_k, pipeline_v;
   // The query tile handoff, once per tile the CTA works on (with or without keys, and once more
   // with the end sentinel): the producer writes tile_id and arrives on q_full (with Q's bytes
@@ -75,26 +87,39 @@ struct Sm90SharedStorage {
   cutlass::arch::ClusterTransactionBarrier::ValueType q_full;  // id written (and Q landed)
   cutlass::arch::ClusterBarrier::ValueType q_empty;            // consumers done with Q and the id
   int tile_id;  // ≥ the scheduler's ids(): no more tiles
+  // The O tile's turns (OutputPath::SharedTma): o_full when a warpgroup's 128 threads have written
+  // it; o_empty[w] when the storer's TMA store has read the other warpgroup's write, so that
+  // warpgroup w may write next (sm90_epilogue.cuh).
+  cutlass::arch::ClusterBarrier::ValueType o_full, o_empty[kConsumers];
 };
 
 // Phase parity of the q_full / q_empty barriers for the CTA's handoff number `handoffs` (from 0).
 __device__ __forceinline__ std::uint32_t q_phase(int handoffs) { return static_cast<std::uint32_t>(handoffs) & 1u; }
 
-// The producer's start of handoff number `handoffs`: once the consumers are done with the previous
-// one (Q and the id), the tile's id. NOTE: the arrive on q_full that follows releases this write
-// to the consumers, whose wait on q_full acquires it.
+// The producer warp's start of handoff number `handoffs`: once the consumers are done with the
+// previous one (Q and the id), the tile's id, written by the leader lane. NOTE: the leader's
+// arrive on q_full that follows releases this write to the consumers, whose wait on q_full
+// acquires it.
 template <class Storage>
-__device__ __forceinline__ void write_tile_id(Storage& storage, int tile, int handoffs) {
+__device__ __forceinline__ void write_tile_id(Storage& storage, int tile, int handoffs, bool leader) {
   if (handoffs > 0) cutlass::arch::ClusterBarrier::wait(&storage.q_empty, q_phase(handoffs - 1));
-  storage.tile_id = tile;
+  if (leader) storage.tile_id = tile;
 }
 
-// The producer's half of a handoff without a Q load (a tile without visible keys, or the end
-// sentinel): the id alone.
+// The producer warp's half of a handoff without a Q load (a tile without visible keys, or the end
+// sentinel): the id alone, released by the leader lane.
 template <class Storage>
-__device__ __forceinline__ void hand_off_id(Storage& storage, int tile, int handoffs) {
-  write_tile_id(storage, tile, handoffs);
-  cutlass::arch::ClusterBarrier::arrive(&storage.q_full);
+__device__ __forceinline__ void hand_off_id(Storage& storage, int tile, int handoffs, bool leader) {
+  write_tile_id(storage, tile, handoffs, leader);
+  if (leader) cutlass::arch::ClusterBarrier::arrive(&storage.q_full);
+}
+
+// A consumer thread's end of a handoff: done with Q and the id, so the producer may hand off the
+// next tile. NOTE: called as soon as the tile's last S = Q·Kᵀ has landed, before its softmax, so
+// that the next tile's Q (an L2 hit) loads under that softmax and the last P·V.
+template <class Storage>
+__device__ __forceinline__ void release_q(Storage& storage) {
+  cutlass::arch::ClusterBarrier::arrive(&storage.q_empty);
 }
 
 enum class Accumulate : std::uint8_t { Overwrite, Add };
@@ -117,24 +142,6 @@ __device__ __forceinline__ void issue_gemm(TiledMma& mma, FragA& a, const FragB&
   warpgroup_commit_batch();
   warpgroup_fence_operand(c);
   if constexpr (kRegisterA) warpgroup_fence_operand(a);
-}
-
-// P_j = S_j rounded to T: the accumulator order ((2 columns, 2 rows, n8 block), 1, 1) equals the
-// A-operand order ((2 columns, 2 rows, k half), 1, k16 block), so the copy is element by element.
-template <class FragS, class FragP>
-__device__ __forceinline__ void round_probabilities(const FragS& s, FragP& p) {
-  static_assert(decltype(size(s))::value == decltype(size(p))::value, "P has S's elements");
-  using T = typename FragP::value_type;
-  using Pair = cutlass::Array<T, 2>;
-  cutlass::NumericArrayConverter<T, float, 2, cutlass::FloatRoundStyle::round_to_nearest> convert;
-  auto pairs = recast<Pair>(p);
-#pragma unroll
-  for (int i = 0; i < size(pairs); ++i) {
-    cutlass::Array<float, 2> f;
-    f[0] = s(2 * i);
-    f[1] = s(2 * i + 1);
-    pairs(i) = convert(f);
-  }
 }
 
 template <class Tile>
@@ -160,16 +167,17 @@ struct Sm90Mainloop {
     return p.tma_q.get_slice(0).partition_S(g_q);
   }
 
-  // Brings a later query tile's Q into L2 (no shared memory, no barrier). Run by one thread.
+  // Brings a later query tile's Q into L2 (no shared memory, no barrier). Run by one thread (the
+  // producer warp's leader).
   __device__ static void prefetch_q(Params const& p, const WorkTile& work) { prefetch(p.tma_q, q_tile(p, work)); }
 
   // The producer's loads for query tile `tile` (the CTA's handoff number `handoffs`, with key
   // tiles): K and V for j in `tiles` and Q, in the order of the header, with the tile's id handed
-  // to the consumers beside Q. Run by one thread; `k_state` and `v_state` carry over from tile to
-  // tile.
+  // to the consumers beside Q. Run by the producer warp, whose leader lane issues the copies;
+  // `k_state` and `v_state` carry over from tile to tile.
   __device__ static void load(Params const& p, Storage& storage, Pipeline& pipeline_k, Pipeline& pipeline_v,
                               PipelineState& k_state, PipelineState& v_state, int tile, const WorkTile& work,
-                              KeyTiles tiles, int handoffs) {
+                              KeyTiles tiles, int handoffs, bool leader) {
     const int kv_head = work.head / p.base.group;
     Tensor m_k = p.tma_k.get_tma_tensor(make_shape(p.base.seqlen_k, head_dim(), p.heads_kv, p.batch));
     Tensor m_v = p.tma_v.get_tma_tensor(make_shape(p.base.seqlen_k, head_dim(), p.heads_kv, p.batch));
@@ -191,18 +199,22 @@ struct Sm90Mainloop {
     // transaction bytes, so every barrier expects whole tiles.
     auto load_k = [&](int n) {
       pipeline_k.producer_acquire(k_state);
-      copy(p.tma_k.with(*pipeline_k.producer_get_barrier(k_state)), t_gk(_, _, _, n), t_sk(_, _, _, k_state.index()));
+      if (leader)
+        copy(p.tma_k.with(*pipeline_k.producer_get_barrier(k_state)), t_gk(_, _, _, n), t_sk(_, _, _, k_state.index()));
       ++k_state;
     };
     auto load_v = [&](int n) {
       pipeline_v.producer_acquire(v_state);
-      copy(p.tma_v.with(*pipeline_v.producer_get_barrier(v_state)), t_gv(_, _, _, n), t_sv(_, _, _, v_state.index()));
+      if (leader)
+        copy(p.tma_v.with(*pipeline_v.producer_get_barrier(v_state)), t_gv(_, _, _, n), t_sv(_, _, _, v_state.index()));
       ++v_state;
     };
     load_k(tiles.begin);
-    write_tile_id(storage, tile, handoffs);
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Tile::kTileBytesQ);
-    copy(p.tma_q.with(storage.q_full), t_gq, t_sq);
+    write_tile_id(storage, tile, handoffs, leader);
+    if (leader) {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Tile::kTileBytesQ);
+      copy(p.tma_q.with(storage.q_full), t_gq, t_sq);
+    }
     for (int n = tiles.begin + 1; n < tiles.end; ++n) {
       load_k(n);
       load_v(n - 1);
@@ -257,6 +269,7 @@ struct Sm90Mainloop {
     warpgroup_wait<0>();
     pipeline_k.consumer_release(k_state);
     ++k_state;
+    if (tiles.count() == 1) release_q(storage);
     softmax_of_tile(tiles.begin);
 
     for (int n = tiles.begin + 1; n < tiles.end; ++n) {
@@ -266,7 +279,7 @@ struct Sm90Mainloop {
       // 2026-11-29), so the softmax ran after this warpgroup's own P·V instead of under it. The
       // loop's branch keeps the two in separate blocks.
       if (n > tiles.begin + 1) retire_pv();
-      round_probabilities(t_rs, t_rp);
+      round_fragment(t_rs, t_rp);
       pipeline_k.consumer_wait(k_state);
       pipeline_v.consumer_wait(v_state);
       pingpong.wait_turn();
@@ -276,14 +289,12 @@ struct Sm90Mainloop {
       warpgroup_wait<1>();  // S_j has landed; P_{j−1}·V_{j−1} may still run
       pipeline_k.consumer_release(k_state);
       ++k_state;
+      if (n + 1 == tiles.end) release_q(storage);
       softmax_of_tile(n);
     }
     if (tiles.count() > 1) retire_pv();
-    round_probabilities(t_rs, t_rp);
+    round_fragment(t_rs, t_rp);
 
-    // Every S = Q·Kᵀ of this tile has completed (and the id was read): the producer may hand off
-    // the next tile.
-    cutlass::arch::ClusterBarrier::arrive(&storage.q_empty);
     // The last tile's P·V.
     pipeline_v.consumer_wait(v_state);
     pingpong.wait_turn();

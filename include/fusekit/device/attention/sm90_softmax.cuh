@@ -9,6 +9,8 @@
 // reference need not be the running max; it only bounds p. The 1/ℓ division and the LSE come
 // once, at the end (sm90_epilogue.cuh).
 #include <cute/tensor.hpp>
+#include <cutlass/array.h>
+#include <cutlass/numeric_conversion.h>
 
 namespace fusekit::device::attention::sm90 {
 
@@ -45,6 +47,26 @@ __device__ __forceinline__ float quad_max(float x) {
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(kFullMask, x, 1);
   return x + __shfl_xor_sync(kFullMask, x, 2);
+}
+
+// A float accumulator fragment rounded to the 16-bit T of `dst`, two elements per conversion.
+// NOTE: for P_j = S_j rounded to T, the accumulator order ((2 columns, 2 rows, n8 block), 1, 1)
+// equals the A-operand order ((2 columns, 2 rows, k half), 1, k16 block), so the copy is element
+// by element; elements 2i and 2i + 1 are neighbouring columns of one row in both.
+template <class FragSrc, class FragDst>
+__device__ __forceinline__ void round_fragment(const FragSrc& src, FragDst& dst) {
+  static_assert(decltype(size(src))::value == decltype(size(dst))::value, "dst has src's elements");
+  using T = typename FragDst::value_type;
+  using Pair = cutlass::Array<T, 2>;
+  cutlass::NumericArrayConverter<T, float, 2, cutlass::FloatRoundStyle::round_to_nearest> convert;
+  auto pairs = recast<Pair>(dst);
+#pragma unroll
+  for (int i = 0; i < size(pairs); ++i) {
+    cutlass::Array<float, 2> f;
+    f[0] = src(2 * i);
+    f[1] = src(2 * i + 1);
+    pairs(i) = convert(f);
+  }
 }
 
 // NOTE: with the reference moved on every new max (the classic online softmax), O ← α·O was 64

@@ -16,6 +16,9 @@
 //   D = 128, kBlockN = 128: Q 32 KB + 3 stages × 2 × 32 KB = 224 KB.
 //   D = 128, kBlockN = 176: Q 32 KB + 2 stages × 2 × 44 KB = 208 KB (3 stages would be 296 KB).
 //   D = 256, kBlockN =  64: Q 64 KB + 2 stages × 2 × 32 KB = 192 KB (3 stages: 256 KB).
+// and, where it fits, one warpgroup's O tile for the TMA store (OutputPath below): 8 KB at D = 64,
+// 16 KB at D = 128 with 176 keys (224 KB in all); none at D = 128 with 128 keys and 3 stages, and
+// none at D = 256 (registers, not shared memory, rule it out there).
 #include <cute/tensor.hpp>
 // The wgmma shapes outside CuTe's default set (N = 176 among them), without the macro that would
 // also change ss_op_selector for every other user of CuTe.
@@ -77,6 +80,16 @@ constexpr auto qk_mma_atom() {
 
 // The largest dynamic shared memory a CTA may opt into on sm_90.
 inline constexpr std::size_t kSmemCapacity = 227 * 1024;
+// Shared memory past the tiles: the barriers, rounded up to the tiles' 1024-byte alignment.
+inline constexpr std::size_t kBarrierBytes = 1024;
+
+// How O leaves the CTA. SharedTma: a warpgroup writes its 64 rows into a shared-memory tile with
+// stmatrix and a storer thread sends the tile out with one TMA store (ncu, 2026-12-01, D = 128,
+// S = 4096: the Registers epilogue's 32 four-byte stores per thread took 4.2 % of the consumers'
+// time, throttled by the store queue). Registers: each thread stores its accumulator pairs, for
+// shapes whose shared memory has no room left for the tile.
+enum class OutputPath : std::uint8_t { Registers, SharedTma };
+inline constexpr int kStagedHeadDimMax = 128;  // the widest O that SharedTma takes (see kOutput)
 
 // Everything the kernel's parts derive from one head dim's tiling. T is cutlass::bfloat16_t or
 // cutlass::half_t.
@@ -115,6 +128,23 @@ struct Sm90ForwardShape {
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   static constexpr std::uint32_t kTileBytesQ = kBlockM * kHeadDim * sizeof(T);
   static constexpr std::uint32_t kTileBytesKV = kBlockN * kHeadDim * sizeof(T);
+
+  // One warpgroup's O tile, as the TMA store reads it: 64 rows of D contiguous elements,
+  // 128-byte swizzled (the warpgroups take turns with the one tile; sm90_epilogue.cuh).
+  using SmemLayoutO = decltype(tile_to_shape(
+      cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, T, Int<kWgmmaRows>, HeadDim>(),
+      Shape<Int<kWgmmaRows>, HeadDim>{}));
+  // The stmatrix view of one warpgroup's accumulators (the O tile's writer).
+  using TiledMmaPVWarpgroup = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<Int<kWgmmaRows>, HeadDim, BlockN>, GMMA::Major::K, GMMA::Major::MN>()));
+  static constexpr std::size_t kTileBytesO = kWgmmaRows * kHeadDim * sizeof(T);
+  static constexpr std::size_t kMainloopBytes = (kBlockM + 2 * kStages * kBlockN) * kHeadDim * sizeof(T);
+  // NOTE: D = 256 keeps Registers: its consumers hold O in 128 registers, and the stmatrix
+  // addresses on top of them spilled 12 bytes (ptxas, 2026-12-01).
+  static constexpr OutputPath kOutput =
+      kMainloopBytes + kTileBytesO + kBarrierBytes <= kSmemCapacity && kHeadDim <= kStagedHeadDimMax
+          ? OutputPath::SharedTma
+          : OutputPath::Registers;
 };
 
 }  // namespace fusekit::device::attention::sm90
