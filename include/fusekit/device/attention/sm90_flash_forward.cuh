@@ -1,9 +1,9 @@
 #pragma once
 // The Hopper (sm_90a) attention forward kernel, FlashAttention-3 style:
 //   O = softmax(mask(softcap(scale·Q·Kᵀ)))·V,  LSE = log Σ_j exp(mask(softcap(scale·Q·Kᵀ)))
-// Three warpgroups per CTA: a producer that issues TMA loads and, from another of its threads, the
-// TMA stores of O (registers cut to kProducerRegisters by setmaxnreg), and two consumers of 64 query rows each that run the wgmma
-// GEMMs and the softmax (registers raised to kConsumerRegisters). The roles live in their own
+// Three warpgroups per CTA: a producer whose warp 0 issues the TMA loads and whose warp 1 the TMA
+// stores of O (registers cut to kProducerRegisters by setmaxnreg), and two consumers of 64 query
+// rows each that run the wgmma GEMMs and the softmax (registers raised to kConsumerRegisters). The roles live in their own
 // files: sm90_tile_shape (tiles, layouts, register split), sm90_mainloop (load and mma),
 // sm90_softmax, sm90_mask, sm90_named_barriers (pingpong), sm90_tile_scheduler, sm90_epilogue.
 // Design and plan: docs/hopper_attention.md.

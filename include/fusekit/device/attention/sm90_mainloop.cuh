@@ -2,11 +2,10 @@
 // The mainloop of the Hopper attention forward kernel: the producer's TMA loads and the
 // consumers' wgmma GEMMs with the online softmax between them.
 //
-// Producer (one thread), per query tile, in the order the consumers use the data: K of the first
-// key tile, the tile's id and Q onto its own mbarrier (q_full; before it the producer waits on
-// q_empty, which all 256 consumer threads arrive on as soon as their last S = Q·Kᵀ of the
-// previous tile has landed),
-// then K_{j+1} before V_j (a consumer's turn j issues S_{j+1} with P_j·V_j), then the last V. K
+// Producer (one warp, whose lane 0 issues every copy and arrive), per query tile, in the order the
+// consumers use the data: K of the first key tile, the tile's id and Q onto its own mbarrier
+// (q_full; before it the producer waits on q_empty, which all 256 consumer threads arrive on as
+// soon as their last S = Q·Kᵀ of the previous tile has landed), then K_{j+1} before V_j (a consumer's turn j issues S_{j+1} with P_j·V_j), then the last V. K
 // and V go through two kStages-deep pipelines (full barrier: TMA bytes landed; empty barrier: all
 // 256 consumer threads released the stage) whose states carry on from one query tile to the next,
 // so the next tile's first K loads while the consumers finish this one. The next tile's Q is
@@ -74,7 +73,7 @@ struct Sm90SharedStorage {
   array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> k;
   array_aligned<T, cosize_v<typename Tile::SmemLayoutKV>, kSwizzleAlignment> v;
   // One warpgroup's O tile (OutputPath::SharedTma; a byte otherwise). The warpgroups write it in
-  // turn, and the storer thread sends each write out (sm90_epilogue.cuh).
+  // turn, and the storer warp sends each write out (sm90_epilogue.cuh).
   struct NoTile {};
   std::conditional_t<Tile::kOutput == OutputPath::SharedTma,
                      array_aligned<T, cosize_v<typename Tile::SmemLayoutO>, kSwizzleAlignment>, NoTile>

@@ -46,7 +46,8 @@ inline constexpr int kThreads = kWarpgroups * kWarpgroupThreads;
 inline constexpr int kBlockM = kConsumers * kWgmmaRows;  // query rows per CTA tile
 static_assert(kBlockM == kSm90BlockM, "the host counts tiles with kSm90BlockM");
 // setmaxnreg: 128 × (24 + 2 × 240) = 64512 of the SM's 65536 registers. The producer only
-// issues TMA from one thread; the consumers hold S, P and O (see the arithmetic above).
+// issues TMA (loads from one warp, O's stores from another); the consumers hold S, P and O (see
+// the arithmetic above).
 inline constexpr int kProducerRegisters = 24;
 inline constexpr int kConsumerRegisters = 240;
 inline constexpr int kRegisterFile = 64 * 1024;  // 32-bit registers per SM
@@ -84,7 +85,7 @@ inline constexpr std::size_t kSmemCapacity = 227 * 1024;
 inline constexpr std::size_t kBarrierBytes = 1024;
 
 // How O leaves the CTA. SharedTma: a warpgroup writes its 64 rows into a shared-memory tile with
-// stmatrix and a storer thread sends the tile out with one TMA store (ncu, 2026-12-01, D = 128,
+// stmatrix and a storer warp sends the tile out with one TMA store (ncu, 2026-12-01, D = 128,
 // S = 4096: the Registers epilogue's 32 four-byte stores per thread took 4.2 % of the consumers'
 // time, throttled by the store queue). Registers: each thread stores its accumulator pairs, for
 // shapes whose shared memory has no room left for the tile.
