@@ -25,6 +25,12 @@ enum class QuantScale : std::uint8_t {
   PerRow,     // scale = amax(y row)/448 written to row_scale[row]
 };
 
+// The norms a kernel is compiled for. Any: the kind and the bias are run-time arguments, so every
+// launch holds the registers of LayerNorm's paths. RmsNormUnbiased: RMSNorm without bias compiled
+// in, for the quantizing kernel, whose max |y| then rides in the sum of squares' reduction (at 4096
+// bf16 columns 70 registers against 78 for Any: 28 warps per SM against 24; ptxas, session 7).
+enum class NormForms : std::uint8_t { Any, RmsNormUnbiased };
+
 inline constexpr float kE4m3Max = 448.0f;
 // A LayerNorm shift (mean − guess)² up to this many times the variance costs at most 4 of the
 // variance's 24 bits; beyond, the row is reduced again around its mean.
@@ -112,16 +118,29 @@ struct AffineTerms {
   static constexpr bool kWeight = kWeight_, kBias = kBias_, kCentred = kCentred_;
 };
 
+// The kind and the bias of a launch, as a kernel compiled for kForms sees them (constants where
+// kForms fixes them, so the other paths are not compiled).
+template <NormForms kForms>
+__device__ __forceinline__ NormKind kind_of(const NormForwardParams& p) {
+  if constexpr (kForms == NormForms::RmsNormUnbiased) return NormKind::RmsNorm;
+  else return p.kind;
+}
+template <NormForms kForms>
+__device__ __forceinline__ bool biased(const NormForwardParams& p) {
+  if constexpr (kForms == NormForms::RmsNormUnbiased) return false;
+  else return p.bias != nullptr;
+}
+
 // f(AffineTerms<…>{}) for the launch's combination.
-template <class F>
+template <NormForms kForms, class F>
 __device__ __forceinline__ void with_affine_terms(const NormForwardParams& p, F&& f) {
-  const bool centred = p.kind == NormKind::LayerNorm;
+  const bool centred = kind_of<kForms>(p) == NormKind::LayerNorm;
   const auto with_centring = [&](auto weight, auto bias) {
     if (centred) f(AffineTerms<decltype(weight)::value, decltype(bias)::value, true>{});
     else f(AffineTerms<decltype(weight)::value, decltype(bias)::value, false>{});
   };
   const auto with_bias = [&](auto weight) {
-    if (p.bias) with_centring(weight, std::true_type{});
+    if (biased<kForms>(p)) with_centring(weight, std::true_type{});
     else with_centring(weight, std::false_type{});
   };
   if (p.weight) with_bias(std::true_type{});
@@ -167,9 +186,9 @@ __device__ inline V norm_allreduce(V v, Op op, const RowLayout& layout, int pari
 // NOTE: the guess must be the same bits in every thread of the row, read before anything of the
 // row is written (residual_out and y may alias x or residual): every thread reads it before the
 // row's first reduction, which no thread passes before every thread has arrived.
-template <class T>
+template <class T, NormForms kForms>
 __device__ inline float mean_guess(const NormForwardParams& p, std::int64_t row) {
-  if (p.kind != NormKind::LayerNorm) return 0.0f;
+  if (kind_of<kForms>(p) != NormKind::LayerNorm) return 0.0f;
   float guess = Element<T>::load(p.x.row<const T>(row, p.rows_per_batch)[0]);
   if (p.residual.data != nullptr) guess += Element<T>::load(p.residual.row<const T>(row, p.rows_per_batch)[0]);
   return guess;
@@ -177,10 +196,11 @@ __device__ inline float mean_guess(const NormForwardParams& p, std::int64_t row)
 
 // One row (or this CTA's slice of it) of a thread group: h holds x, landed; `guess` is
 // mean_guess of the row.
-template <class T, class Out, class Config, Access kAccess, class Tile, class Affine>
+template <class T, class Out, class Config, Access kAccess, NormForms kForms, class Tile, class Affine>
 __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPosition& at, Tile& h,
                                         const Affine& affine, int parity, float guess) {
   constexpr int kE = Tile::kElements;
+  const NormKind kind = kind_of<kForms>(p);
   // NOTE: a row past the end (the last group of packed short rows) holds no columns but still
   // takes part in its CTA's barriers.
   const bool live = at.row < p.rows;
@@ -192,7 +212,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   // loads still in flight (3.82 TB/s against 3.49 with the stores after the statistics, add+RMSNorm
   // 32768×4096 bf16). LayerNorm must wait for its first reduction: another thread of the row may
   // not yet have read the guess that an in-place store would overwrite.
-  const bool store_in_add = p.kind != NormKind::LayerNorm;
+  const bool store_in_add = kind != NormKind::LayerNorm;
   T* residual_out = residual != nullptr ? p.residual_out.row<T>(row, p.rows_per_batch) : nullptr;
   if (residual != nullptr) {
     // NOTE: the residual is added chunk by chunk, so a second tile never occupies registers.
@@ -215,7 +235,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   // f(c, y) for each held chunk of y = affine(h; centre, scale) (columns c … c + kE, c < n), the
   // launch's affine terms compiled in.
   const auto for_each_affine = [&](float centre, float scale, auto&& f) {
-    with_affine_terms(p, [&](auto terms) {
+    with_affine_terms<kForms>(p, [&](auto terms) {
 #pragma unroll Tile::kUnroll
       for (int i = 0; i < Tile::kChunks; ++i) {
         const int c = Tile::column(at.slot, i);
@@ -232,13 +252,13 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   // reduction, and executed 1.9× the instructions of the bf16-output kernel (ncu, session 6).
   bool wants_amax = false;
   if constexpr (!std::is_same_v<Out, T>) wants_amax = p.quant == QuantScale::PerRow || p.amax != nullptr;
-  const bool folds_amax = wants_amax && p.kind == NormKind::RmsNorm && p.bias == nullptr;
+  const bool folds_amax = wants_amax && kind == NormKind::RmsNorm && !biased<kForms>(p);
   float amax = 0.0f;
 
   const float inv_n = 1.0f / static_cast<float>(p.n);
   float mean = 0.0f;
   float variance = 0.0f;  // LayerNorm: mean((h − mean)²); RMSNorm: mean(h²)
-  if (p.kind == NormKind::LayerNorm) {
+  if (kind == NormKind::LayerNorm) {
     // NOTE: one reduction of Σ(h − k) and Σ(h − k)² around a guess k of the mean (the row's first
     // element): mean = k + Σ(h − k)/n, var = Σ(h − k)²/n − (mean − k)². The subtraction loses
     // bits only when (mean − k)² ≫ var, so rows whose first element lies far out in the tail take
@@ -328,7 +348,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
 
 // One row group per CTA (or cluster), the row held in registers or, for long rows, staged in
 // shared memory; the weight and bias are read through L1.
-template <class T, class Out, class Config, Access kAccess, Residence kResidence>
+template <class T, class Out, class Config, Access kAccess, Residence kResidence, NormForms kForms>
 __global__ void __launch_bounds__(Config::kMaxThreads, Config::kMinCtas) norm_forward_kernel(const NormForwardParams p) {
   cluster_begin(p.layout);
   const RowPosition at = RowPosition::of(p.layout);
@@ -338,9 +358,9 @@ __global__ void __launch_bounds__(Config::kMaxThreads, Config::kMinCtas) norm_fo
   // NOTE: the guess is read after the row's loads are issued: read first, its latency came
   // before theirs (the compiler kept the order), and the wait on it took 8% of LayerNorm's stall
   // samples at 32768×4096 bf16 (ncu, session 5).
-  const float guess = mean_guess<T>(p, at.address(p.rows));
+  const float guess = mean_guess<T, kForms>(p, at.address(p.rows));
   const AffineSource<Residence::Registers, T, Config> affine(p, at.slot, n);
-  norm_forward_row<T, Out, Config, kAccess>(p, at, h, affine, 0, guess);
+  norm_forward_row<T, Out, Config, kAccess, kForms>(p, at, h, affine, 0, guess);
   cluster_finish(p.layout);
 }
 
@@ -364,13 +384,13 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_staged_ke
   Tile::commit();
   // NOTE: the next row's guess of the mean is loaded with its copy, a row ahead: read when needed,
   // its latency stalled every LayerNorm row (one row per CTA at a time: 1.8 TB/s at 16384 columns).
-  float guess = first.row < p.rows ? mean_guess<T>(p, first.row) : 0.0f;
+  float guess = first.row < p.rows ? mean_guess<T, NormForms::Any>(p, first.row) : 0.0f;
   int iteration = 0;
   for (std::int64_t row = first.row; row < p.rows; row += groups, ++iteration) {
     const int parity = iteration % 2;
     const bool more = row + groups < p.rows;
     const int buffer = double_buffered ? parity : 0;
-    const float next_guess = more ? mean_guess<T>(p, row + groups) : 0.0f;
+    const float next_guess = more ? mean_guess<T, NormForms::Any>(p, row + groups) : 0.0f;
     if (double_buffered) {
       if (more) copy_row(row + groups, 1 - parity);
       Tile::commit();
@@ -379,7 +399,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_staged_ke
       Tile::template wait<0>();
     }
     Tile h(first.slot, buffers + buffer);
-    norm_forward_row<T, Out, Config, Access::Vector>(p, RowPosition{row, first.slot}, h, affine, parity, guess);
+    norm_forward_row<T, Out, Config, Access::Vector, NormForms::Any>(p, RowPosition{row, first.slot}, h, affine, parity, guess);
     guess = next_guess;
     if (!double_buffered && more) {
       copy_row(row + groups, 0);  // this thread's own chunks, all read above
