@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """The peer line of `fusekit bench attention`: PyTorch SDPA with the cuDNN backend and the
 FlashAttention-2 backend, on the same cases (B·S = 16384 tokens, H·D = 2048, bf16 or f16),
-timed with CUDA events (L2 flushed before every run, median of many runs). Prints TFLOP/s per
-case (FLOPs = 4·B·H·S²·D, halved when causal) and writes one JSON object per case and backend.
+timed as bench/harness.cpp times the fusekit rungs: CUDA events around each run, L2 flushed by a
+read before every run, at least --runs runs and --min-ms of GPU time, the median. Prints TFLOP/s
+per case (FLOPs = 4·B·H·S²·D, halved when causal) and writes one JSON object per case and backend.
 Needs a GPU and PyTorch; nothing in the build or CI depends on it.
 
+NOTE: the GPU sleeps before each run's start event, so that the host's dispatch of the SDPA call
+(the backend context, PyTorch's and cuDNN's launch path) is not timed as idle GPU time.
+
 usage: attention_peer.py [--seqlen S ...] [--head-dim D ...] [--causal | --both-masks]
-                         [--dtype bf16|f16] [--runs N] [--json FILE]
+                         [--dtype bf16|f16] [--backend NAME ...] [--runs N] [--min-ms MS]
+                         [--json FILE]
 """
 import argparse
 import json
@@ -20,6 +25,9 @@ TOKENS = 16384
 MODEL_WIDTH = 2048
 WARMUP_RUNS = 3
 L2_FLUSH_BYTES = 2 * 64 * 2**20  # twice an H200's 60 MB L2, rounded up
+# The GPU's sleep before a run's start event, ~0.1 ms at 2 GHz: longer than the host's dispatch of
+# one SDPA call, short beside a run (a longer idle would cool the GPU and raise its clocks).
+HOST_DISPATCH_CYCLES = 200_000
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
 
 
@@ -28,7 +36,7 @@ def flops(batch, heads, seqlen, head_dim, causal):
     return full / 2 if causal else full
 
 
-def time_backend(backend, q, k, v, causal, runs, flush):
+def time_backend(backend, q, k, v, causal, runs, min_ms, flush):
     def run():
         with sdpa_kernel(backend):
             return scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -36,8 +44,9 @@ def time_backend(backend, q, k, v, causal, runs, flush):
     for _ in range(WARMUP_RUNS):
         run()
     times = []
-    for _ in range(runs):
-        flush.zero_()
+    while len(times) < runs or sum(times) < min_ms:
+        flush.sum()  # a read: a written flush leaves dirty lines that the timed run writes back
+        torch.cuda._sleep(HOST_DISPATCH_CYCLES)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         run()
@@ -55,7 +64,9 @@ def main():
     masks.add_argument("--causal", action="store_true", help="causal cases only")
     masks.add_argument("--both-masks", action="store_true", help="non-causal and causal cases")
     parser.add_argument("--dtype", choices=["bf16", "f16"], default="bf16")
-    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--backend", nargs="+", choices=list(BACKENDS), default=list(BACKENDS))
+    parser.add_argument("--runs", type=int, default=20, help="minimum timed runs (as fusekit bench)")
+    parser.add_argument("--min-ms", type=float, default=200.0, help="minimum timed GPU ms (as fusekit bench)")
     parser.add_argument("--json", help="write the results to FILE (a JSON list)")
     args = parser.parse_args()
 
@@ -74,11 +85,12 @@ def main():
                 q, k, v = (torch.empty(shape, dtype=dtype, device="cuda").uniform_(-2, 2).transpose(1, 2)
                            for _ in range(3))
                 case = f"B{batch} S{seqlen} H{heads} D{head_dim}{' causal' if causal else ''}"
-                for name, backend in BACKENDS.items():
+                for name in args.backend:
+                    backend = BACKENDS[name]
                     entry = {"case": case, "backend": name, "batch": batch, "seqlen": seqlen, "heads": heads,
                              "head_dim": head_dim, "causal": causal, "dtype": args.dtype}
                     try:
-                        ms = time_backend(backend, q, k, v, causal, args.runs, flush)
+                        ms = time_backend(backend, q, k, v, causal, args.runs, args.min_ms, flush)
                         entry.update(ms=ms, tflops=flops(batch, heads, seqlen, head_dim, causal) / ms / 1e9)
                         print(f"{case:<32} {name:<8} {ms:>9.3f} {entry['tflops']:>9.1f}")
                     except RuntimeError as e:  # a backend that does not take this case

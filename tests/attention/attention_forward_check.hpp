@@ -2,10 +2,11 @@
 // The attention forward cases every backend is checked on, against the double CPU reference:
 // non-causal and causal, Sq < Sk and Sq > Sk (rows that see no key), GQA and MQA, sliding
 // windows, soft-cap, sharp softmax (scale 1), odd lengths (S = 1000, keys not a multiple of the
-// tile), BHSD strides, variable lengths from 1 to 2049, and a grid limited by sm_margin (the
-// Hopper kernel's CTAs then take several rounds of tiles). Inputs are fresh per run; O and LSE
-// are poisoned (NaN) before every launch. Used by attention_forward_gpu_test.cpp (portable
-// kernel) and sm90_attention_gpu_test.cpp (Hopper kernel).
+// tile), BHSD strides, variable lengths from 1 to 2049, and grids limited by sm_margin (the
+// Hopper kernel's CTAs then take several rounds of tiles, causal and keyless tiles among them).
+// Inputs are fresh per run; O and LSE are poisoned (NaN) before every launch. Used by
+// attention_forward_gpu_test.cpp (portable kernel) and sm90_attention_gpu_test.cpp (Hopper
+// kernel).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -101,6 +102,18 @@ inline std::vector<Case> cases() {
   // 20 query tiles of 100 rows on 9 CTAs: three rounds, the last one short.
   all.push_back(fixed("9 CTAs (sm_margin), GQA", 5, 100, 2000, 4, 2));
   all.back().ctas = 9;
+  // The Hopper kernel runs a CTA's key tiles across its query tiles (a tile's last P·V beside the
+  // next one's first S): long runs of causal pairs on 2 CTAs; on 1 CTA, runs cut by tiles whose
+  // rows see no key (rows 0…398 of 700 against 301 keys, bottom-right causal); one key tile per
+  // query tile on 3 CTAs, so that every turn crosses into the next tile.
+  all.push_back(fixed("causal 1000, 2 CTAs", 2, 1000, 1000, 2, 2));
+  all.back().causal = Causal::Yes;
+  all.back().ctas = 2;
+  all.push_back(fixed("MQA causal Sq>Sk, 1 CTA", 1, 700, 301, 4, 1));
+  all.back().causal = Causal::Yes;
+  all.back().ctas = 1;
+  all.push_back(fixed("one key tile per query tile, 3 CTAs", 2, 700, 60, 2, 2));
+  all.back().ctas = 3;
   all.push_back(varlen("varlen 1..2049", 2, 1, {1, 17, 2049, 64, 300, 0, 129}, {5, 17, 1000, 64, 1, 9, 2049}));
   all.push_back(varlen("varlen causal", 2, 2, {1, 2049, 129, 40}, {1, 2049, 300, 7}));
   all.back().causal = Causal::Yes;

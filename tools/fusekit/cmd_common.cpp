@@ -1,5 +1,6 @@
 // What the commands share: the no-GPU message and running ladders.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <fstream>
@@ -20,6 +21,10 @@ void add_common_bench_options(CLI::App* sub, CommonBenchOptions& o) {
   sub->add_option("--json", o.json_path, "write one JSON line per rung to FILE");
   sub->add_option("--seed", o.seed, "random seed (default: a fresh one each run)");
   sub->add_option("--runs", o.min_runs, "minimum timed runs per rung")->capture_default_str();
+  sub->add_option("--min-ms", o.min_ms, "minimum timed GPU milliseconds per rung")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--rung", o.rungs, "time only the named rung (repeatable; default: every rung)");
 }
 
 int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladders, const CommonBenchOptions& o) {
@@ -30,9 +35,19 @@ int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladde
   }
   bench::TimingOptions timing;
   timing.min_runs = o.min_runs;
+  timing.min_total_ms = o.min_ms;
   Stream stream;
   bool all_valid = true;
   for (auto& ladder : make_ladders()) {
+    if (!o.rungs.empty()) {
+      std::vector<std::string> names;
+      for (const auto& rung : ladder.rungs) names.push_back(rung.name);
+      std::erase_if(ladder.rungs, [&](const bench::Rung& rung) {
+        return std::find(o.rungs.begin(), o.rungs.end(), rung.name) == o.rungs.end();
+      });
+      require(!ladder.rungs.empty(), "--rung", fmt::format("one of {}", fmt::join(names, ", ")),
+              fmt::format("{}", fmt::join(o.rungs, ", ")));
+    }
     const auto results = bench::run_ladder(ladder, timing, stream);
     for (const auto& r : results) {
       if (json) json << bench::to_json(r).dump() << "\n";

@@ -32,6 +32,11 @@ struct CommonBenchOptions {
   std::string json_path;    // one JSON line per rung
   std::uint64_t seed = 0;   // 0: fresh
   int min_runs = bench::TimingOptions{}.min_runs;
+  double min_ms = bench::TimingOptions{}.min_total_ms;
+  // Only these rungs (all when empty). NOTE: for comparisons against a peer timed in another
+  // process: the rungs before a rung heat the GPU, and under its power cap the clocks then drop
+  // (docs/performance.md, session 8).
+  std::vector<std::string> rungs;
 };
 void add_common_bench_options(CLI::App* sub, CommonBenchOptions& options);
 
