@@ -2,7 +2,7 @@
 """The peer line of `fusekit bench attention`: PyTorch SDPA with the cuDNN backend and the
 FlashAttention-2 backend, on the same cases (B·S = 16384 tokens, H·D = 2048, bf16 or f16),
 timed as bench/harness.cpp times the fusekit rungs: CUDA events around each run, L2 flushed by a
-read before every run, at least --runs runs and --min-ms of GPU time, the median. Prints TFLOP/s
+read and the GPU held before every run, at least --runs runs and --min-ms of GPU time, the median. Prints TFLOP/s
 per case (FLOPs = 4·B·H·S²·D, halved when causal) and writes one JSON object per case and backend.
 Needs a GPU and PyTorch; nothing in the build or CI depends on it.
 
@@ -25,9 +25,9 @@ TOKENS = 16384
 MODEL_WIDTH = 2048
 WARMUP_RUNS = 3
 L2_FLUSH_BYTES = 2 * 64 * 2**20  # twice an H200's 60 MB L2, rounded up
-# The GPU's sleep before a run's start event, ~0.1 ms at 2 GHz: longer than the host's dispatch of
-# one SDPA call, short beside a run (a longer idle would cool the GPU and raise its clocks).
-HOST_DISPATCH_CYCLES = 200_000
+# The GPU's sleep before a run's start event: the hold of bench/harness.cpp (kBenchHoldCycles in
+# fusekit/gpu_hold.hpp, ~0.2 ms at 2 GHz), so that both sides idle alike between runs.
+HOST_DISPATCH_CYCLES = 400_000
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
 
 
@@ -82,8 +82,9 @@ def main():
                 batch, heads = TOKENS // seqlen, MODEL_WIDTH // head_dim
                 # SDPA takes [B, H, S, D]; a BSHD tensor transposed, as a model passes it.
                 shape = (batch, seqlen, heads, head_dim)
-                q, k, v = (torch.empty(shape, dtype=dtype, device="cuda").uniform_(-2, 2).transpose(1, 2)
-                           for _ in range(3))
+                # The inputs of bench/attention.cpp: Q and K uniform in [-2, 2], V in [-1, 1].
+                q, k, v = (torch.empty(shape, dtype=dtype, device="cuda").uniform_(-r, r).transpose(1, 2)
+                           for r in (2, 2, 1))
                 case = f"B{batch} S{seqlen} H{heads} D{head_dim}{' causal' if causal else ''}"
                 for name in args.backend:
                     backend = BACKENDS[name]

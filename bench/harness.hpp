@@ -1,7 +1,9 @@
 #pragma once
 // The benchmark harness: validate, then time, then compare (the llm.c dev/cuda discipline).
 // Timing uses CUDA events around each run, after warm-up, with L2 flushed before every run so
-// nothing is timed from cache; the median of many runs is reported.
+// nothing is timed from cache and the stream held (gpu_hold.hpp) so that the events time the
+// GPU's work and not the host's; the median of many runs is reported, and the host's time in the
+// call beside it.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -23,8 +25,11 @@ struct TimingOptions {
   int max_runs = 1000;
 };
 
+// GPU time per run from events (the host's part of the call hidden behind a hold: gpu_hold.hpp),
+// and the host's time in the call itself, apart.
 struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
+  double host_median_ms = 0;  // the call's host time (checks, descriptors, launches), not waited on
   int runs = 0;
 };
 

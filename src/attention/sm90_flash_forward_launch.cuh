@@ -92,11 +92,13 @@ void launch(const dev::FlashForwardParams& base, const TensorExtents& extents, i
   check_launch("sm90_flash_forward_kernel");
 }
 
-// Unmasked D = 128 calls take 176 keys per tile with 2 K/V stages (FlashAttention-3's choice,
-// 208 KB of shared memory): measured on the H200 against 128 keys and 3 stages, 576 against 540
-// TFLOP/s at S = 4096 and 632 against 607 at S = 16384 (bf16, docs/performance.md). Masked calls
-// keep 128-key tiles, which align with the 128-row query tiles along the diagonal.
-inline constexpr int kWideBlockN = 176, kWideStages = 2;
+// Unmasked D = 128 calls take 128 keys per tile with 2 K/V stages, which leaves room for O's
+// shared-memory tile and TMA store (176 KB of shared memory). Measured on the H200 (bf16,
+// docs/performance.md, session 8, every side timed alike): 677–679 TFLOP/s at S = 4096 against
+// 663 for 176 keys with 2 stages (FlashAttention-3's choice, whose last tile of 48 keys wasted
+// 3 % of the GEMMs) and 618–624 for 128 keys with 3 stages (no room for O's tile); within ±1 %
+// of 176 keys at S = 8192 and 16384. Masked calls keep 128 keys with 3 stages.
+inline constexpr int kUnmaskedBlockN = 128, kUnmaskedStages = 2;
 
 }  // namespace detail
 
@@ -108,7 +110,7 @@ void launch_flash_forward(const device::attention::FlashForwardParams& params, c
     using T = decltype(element);
     if constexpr (kHeadDim == dev::kHeadDim128) {
       if (detail::unmasked(params)) {
-        detail::launch<dev::sm90::Sm90ForwardShape<T, kHeadDim, detail::kWideBlockN, detail::kWideStages>>(
+        detail::launch<dev::sm90::Sm90ForwardShape<T, kHeadDim, detail::kUnmaskedBlockN, detail::kUnmaskedStages>>(
             params, extents, max_ctas, stream);
         return;
       }

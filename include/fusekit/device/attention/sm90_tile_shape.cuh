@@ -6,31 +6,25 @@
 //   D =  64, kBlockN = 128: 64 + 32 + 32 = 128 (+ addresses, row statistics) of 240.
 //   D = 128, kBlockN = 128: 64 + 32 + 64 = 160 of 240. 128 query rows per warpgroup would need
 //            S and O twice over (320): too many, so each warpgroup owns 64 rows and the CTA 128.
-//            kBlockN = 176 (FlashAttention-3's non-causal choice): 88 + 44 + 64 = 196.
 //   D = 256, kBlockN =  64: 32 + 16 + 128 = 176 of 240. 80 keys spilled 4 bytes (ptxas,
 //            2026-11-29).
 // Shared memory (of the 227 KB a CTA may take) holds Q and kStages × (K + V); a deeper K/V
 // pipeline buys lead time for the loads (an L2 hit of a 32 KB TMA tile takes about one key
 // tile's GEMMs at D = 128):
 //   D =  64, kBlockN = 128: Q 16 KB + 4 stages × 2 × 16 KB = 144 KB.
-//   D = 128, kBlockN = 128: Q 32 KB + 3 stages × 2 × 32 KB = 224 KB.
-//   D = 128, kBlockN = 176: Q 32 KB + 2 stages × 2 × 44 KB = 208 KB (3 stages would be 296 KB).
+//   D = 128, kBlockN = 128: Q 32 KB + 3 stages × 2 × 32 KB = 224 KB (masked calls), or
+//            2 stages: 160 KB (unmasked calls; sm90_flash_forward_launch.cuh says why).
 //   D = 256, kBlockN =  64: Q 64 KB + 2 stages × 2 × 32 KB = 192 KB (3 stages: 256 KB).
 // and, where it fits, one warpgroup's O tile for the TMA store (OutputPath below): 8 KB at D = 64,
-// 16 KB at D = 128 with 176 keys (224 KB in all); none at D = 128 with 128 keys and 3 stages, and
-// none at D = 256 (registers, not shared memory, rule it out there).
+// 16 KB at D = 128 with 2 stages (176 KB in all); none at D = 128 with 3 stages, and none at
+// D = 256 (registers, not shared memory, rule it out there).
 #include <cute/tensor.hpp>
-// The wgmma shapes outside CuTe's default set (N = 176 among them), without the macro that would
-// also change ss_op_selector for every other user of CuTe.
-#include <cute/arch/mma_sm90_gmma_ext.hpp>
-#include <cute/atom/mma_traits_sm90_gmma_ext.hpp>
 #include <cutlass/numeric_conversion.h>
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "fusekit/device/attention/attention_params.hpp"
 
@@ -62,22 +56,6 @@ template <int kHeadDim> struct Sm90KeyTiling;
 template <> struct Sm90KeyTiling<64> { static constexpr int kBlockN = 128, kStages = 4; };
 template <> struct Sm90KeyTiling<128> { static constexpr int kBlockN = 128, kStages = 3; };
 template <> struct Sm90KeyTiling<256> { static constexpr int kBlockN = 64, kStages = 2; };
-
-// The wgmma of S = Q·Kᵀ: one instruction per 16-wide k-step covering all kBlockN keys, so that Q
-// is read from shared memory once per k-step. NOTE: without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
-// CuTe's ss_op_selector skips N = 176 and falls back to eleven 64×16 wgmmas (SASS:
-// HGMMA.64x16x16), each re-reading Q; so the 64×176 atom is named here.
-inline constexpr int kWideBlockN = 176;
-template <class T, int kBlockN, class TileShape>
-constexpr auto qk_mma_atom() {
-  if constexpr (kBlockN != kWideBlockN) {
-    return GMMA::ss_op_selector<T, T, float, TileShape>();
-  } else if constexpr (std::is_same_v<T, cutlass::bfloat16_t>) {
-    return SM90::GMMA::MMA_64x176x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{};
-  } else {
-    return SM90::GMMA::MMA_64x176x16_F32F16F16_SS<GMMA::Major::K, GMMA::Major::K>{};
-  }
-}
 
 // The largest dynamic shared memory a CTA may opt into on sm_90.
 inline constexpr std::size_t kSmemCapacity = 227 * 1024;
@@ -120,8 +98,10 @@ struct Sm90ForwardShape {
 
   // Both consumer warpgroups in one tiled MMA: warpgroup w owns rows [64w, 64w + 64).
   using AtomLayout = Layout<Shape<Int<kConsumers>, _1, _1>>;
-  using TiledMmaQK = decltype(make_tiled_mma(qk_mma_atom<T, kBlockN, Shape<Int<kWgmmaRows>, BlockN, HeadDim>>(),
-                                             AtomLayout{}));
+  // S = Q·Kᵀ: one wgmma per 16-wide k-step covering all kBlockN keys, so that Q is read from
+  // shared memory once per k-step.
+  using TiledMmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<T, T, float, Shape<Int<kWgmmaRows>, BlockN, HeadDim>>(), AtomLayout{}));
   using TiledMmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<Int<kWgmmaRows>, HeadDim, BlockN>, GMMA::Major::K, GMMA::Major::MN>(),
       AtomLayout{}));
