@@ -1,7 +1,8 @@
 // fusekit bench attention: the fused attention forward (portable and, on sm_90, Hopper kernels) at
-// one shape, or over the sweep (S = 512 … 16384, causal and not), each case validated on sampled
-// rows before it is timed.
+// one shape, over the sweep (S = 512 … 16384, causal and not), or on sequences of mixed lengths
+// (--varlen), each case validated on sampled rows before it is timed.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bench/attention.hpp"
 #include "fusekit/runtime.hpp"
@@ -16,6 +17,7 @@ struct AttentionBenchArgs {
   bool causal = false;
   std::string dtype = "bf16";
   bool sweep = false;
+  bool varlen = false;
   CommonBenchOptions common;
 };
 }  // namespace
@@ -29,6 +31,8 @@ void add_bench_attention_command(CLI::App& bench, Commands& commands) {
   sub->add_flag("--causal", args->causal, "causal mask (half the FLOPs)");
   sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
   sub->add_flag("--sweep", args->sweep, "S = 512 … 16384, causal and not (ignores --seqlen, --causal)");
+  sub->add_flag("--varlen", args->varlen, "16384 tokens as sequences of mixed lengths (ignores --seqlen)")
+      ->excludes("--sweep");
   add_common_bench_options(sub, args->common);
   commands.push_back({sub, [args] {
     const DType dtype = parse_dtype(args->dtype, "--dtype");
@@ -45,15 +49,20 @@ void add_bench_attention_command(CLI::App& bench, Commands& commands) {
     }
     for (const auto& c : cases) {
       const std::int64_t b = bench::kAttentionTokens / c.seqlen, h = bench::kAttentionModelWidth / c.head_dim;
-      fmt::print("attention B{} S{} H{} D{}{} {}: {:.1f} GFLOP\n", b, c.seqlen, h, c.head_dim,
-                 c.causal == Causal::Yes ? " causal" : "", dtype_name(dtype),
-                 bench::attention_flops(b, h, c.seqlen, c.head_dim, c.causal) / 1e9);
+      const char* mask = c.causal == Causal::Yes ? " causal" : "";
+      if (args->varlen)
+        fmt::print("attention varlen {} H{} D{}{} {}: {:.1f} GFLOP\n", fmt::join(bench::kVarlenLengths, "+"), h,
+                   c.head_dim, mask, dtype_name(dtype), bench::attention_varlen_flops(h, c.head_dim, c.causal) / 1e9);
+      else
+        fmt::print("attention B{} S{} H{} D{}{} {}: {:.1f} GFLOP\n", b, c.seqlen, h, c.head_dim, mask, dtype_name(dtype),
+                   bench::attention_flops(b, h, c.seqlen, c.head_dim, c.causal) / 1e9);
     }
     if (device_count() == 0) return no_device("bench attention");
     return run_ladders(
         [&] {
           std::vector<bench::LadderRun> ladders;
-          for (const auto& c : cases) ladders.push_back(bench::make_attention_ladder(c));
+          for (const auto& c : cases)
+            ladders.push_back(args->varlen ? bench::make_attention_varlen_ladder(c) : bench::make_attention_ladder(c));
           return ladders;
         },
         args->common);
