@@ -18,6 +18,7 @@
 #include "fusekit/transfer.hpp"
 #include "support/compare.hpp"
 #include "support/expect_error.hpp"
+#include "norm/norm_cases.hpp"
 #include "support/gpu.hpp"
 #include "support/rows.hpp"
 
@@ -66,10 +67,7 @@ Stats forward_stats(NormKind kind, const reference::Matrix& x, std::int64_t rows
   return s;
 }
 
-struct NormCase {
-  NormKind kind;
-  DType dtype;
-};
+using testing::NormCase;
 
 class NormBackwardGpu : public ::testing::TestWithParam<NormCase> {};
 
@@ -206,17 +204,7 @@ TEST_P(NormBackwardGpu, BatchedInPlace) {
   EXPECT_LE(rel_l2(download(dbias), want.dbias), bench::tolerance(dt));
 }
 
-INSTANTIATE_TEST_SUITE_P(KindsAndDtypes, NormBackwardGpu,
-                         ::testing::Values(NormCase{NormKind::LayerNorm, DType::F32},
-                                           NormCase{NormKind::LayerNorm, DType::F16},
-                                           NormCase{NormKind::LayerNorm, DType::BF16},
-                                           NormCase{NormKind::RmsNorm, DType::F32},
-                                           NormCase{NormKind::RmsNorm, DType::F16},
-                                           NormCase{NormKind::RmsNorm, DType::BF16}),
-                         [](const auto& info) {
-                           return std::string(info.param.kind == NormKind::LayerNorm ? "layernorm_" : "rmsnorm_") +
-                                  std::string(dtype_name(info.param.dtype));
-                         });
+INSTANTIATE_TEST_SUITE_P(KindsAndDtypes, NormBackwardGpu, testing::norm_cases(), testing::norm_case_name);
 
 TEST(NormBackwardGpuErrors, RejectsBadArguments) {
   FUSEKIT_REQUIRE_GPU();

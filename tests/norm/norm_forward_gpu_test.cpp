@@ -17,6 +17,7 @@
 #include "fusekit/numerics.hpp"
 #include "fusekit/reference/norm.hpp"
 #include "fusekit/transfer.hpp"
+#include "norm/norm_cases.hpp"
 #include "support/gpu.hpp"
 #include "support/rows.hpp"
 #include "support/compare.hpp"
@@ -56,10 +57,7 @@ void expect_stats(const TensorView& mean, const TensorView& rstd, const referenc
   }
 }
 
-struct NormCase {
-  NormKind kind;
-  DType dtype;
-};
+using testing::NormCase;
 
 class NormForwardGpu : public ::testing::TestWithParam<NormCase> {};
 
@@ -294,17 +292,7 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KindsAndDtypes, NormForwardGpu,
-                         ::testing::Values(NormCase{NormKind::LayerNorm, DType::F32},
-                                           NormCase{NormKind::LayerNorm, DType::F16},
-                                           NormCase{NormKind::LayerNorm, DType::BF16},
-                                           NormCase{NormKind::RmsNorm, DType::F32},
-                                           NormCase{NormKind::RmsNorm, DType::F16},
-                                           NormCase{NormKind::RmsNorm, DType::BF16}),
-                         [](const auto& info) {
-                           return std::string(info.param.kind == NormKind::LayerNorm ? "layernorm_" : "rmsnorm_") +
-                                  std::string(dtype_name(info.param.dtype));
-                         });
+INSTANTIATE_TEST_SUITE_P(KindsAndDtypes, NormForwardGpu, testing::norm_cases(), testing::norm_case_name);
 
 TEST(NormForwardGpuErrors, RejectsBadArguments) {
   FUSEKIT_REQUIRE_GPU();

@@ -5,25 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
 
+#include "reference/random_inputs.hpp"
+
 namespace fusekit::reference {
 namespace {
 
-// NOTE: every run draws fresh inputs; FUSEKIT_TEST_SEED=<seed> replays a failing one.
-class ReferenceActivation : public testing::Test {
- protected:
-  static std::uint64_t pick_seed() {
-    const char* env = std::getenv("FUSEKIT_TEST_SEED");
-    return env ? std::stoull(env) : std::random_device{}();
-  }
-  const std::uint64_t seed_ = pick_seed();
-  testing::ScopedTrace trace_{__FILE__, __LINE__, "FUSEKIT_TEST_SEED=" + std::to_string(seed_)};
-  std::mt19937_64 rng_{seed_};
-};
+class ReferenceActivation : public RandomInputsTest {};
 
 using Fn = double (*)(double);
 

@@ -12,6 +12,8 @@
 #include <random>
 #include <string>
 
+#include "reference/random_inputs.hpp"
+
 namespace fusekit::reference {
 namespace {
 
@@ -22,18 +24,8 @@ struct Inputs {
   std::vector<double> q, k, v;
 };
 
-// NOTE: every run draws fresh inputs; FUSEKIT_TEST_SEED=<seed> replays a failing one.
-class ReferenceAttention : public testing::Test {
+class ReferenceAttention : public RandomInputsTest {
  protected:
-  static std::uint64_t pick_seed() {
-    const char* env = std::getenv("FUSEKIT_TEST_SEED");
-    return env ? std::stoull(env) : std::random_device{}();
-  }
-  std::vector<double> random_vector(std::int64_t n) {
-    std::vector<double> v(static_cast<std::size_t>(n));
-    for (double& x : v) x = uniform_(rng_);
-    return v;
-  }
   Inputs random_inputs(const AttentionProblem& p) {
     return {random_vector(p.total_q() * p.heads_q * p.head_dim),
             random_vector(p.total_k() * p.heads_kv * p.head_dim),
@@ -42,11 +34,6 @@ class ReferenceAttention : public testing::Test {
   std::int64_t size_in(std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
   }
-
-  const std::uint64_t seed_ = pick_seed();
-  testing::ScopedTrace trace_{__FILE__, __LINE__, "FUSEKIT_TEST_SEED=" + std::to_string(seed_)};
-  std::mt19937_64 rng_{seed_};
-  std::uniform_real_distribution<double> uniform_{-1.0, 1.0};
 };
 
 AttentionProblem fixed_problem(std::int64_t batch, std::int64_t heads_q, std::int64_t heads_kv,

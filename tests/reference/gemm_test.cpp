@@ -14,33 +14,19 @@
 
 #include "fusekit/reference/activation.hpp"
 
+#include "reference/random_inputs.hpp"
+
 namespace fusekit::reference {
 namespace {
 
-// NOTE: every run draws fresh inputs; FUSEKIT_TEST_SEED=<seed> replays a failing one.
-class ReferenceGemm : public testing::Test {
+class ReferenceGemm : public RandomInputsTest {
  protected:
-  static std::uint64_t pick_seed() {
-    const char* env = std::getenv("FUSEKIT_TEST_SEED");
-    return env ? std::stoull(env) : std::random_device{}();
-  }
-  Matrix random_matrix(std::int64_t rows, std::int64_t cols) {
-    Matrix m(rows, cols);
-    for (double& x : m.data) x = uniform_(rng_);
-    return m;
-  }
-  std::vector<double> random_vector(std::int64_t n) { return random_matrix(1, n).data; }
   // Half the problems skip C, as fusekit::gemm does when beta == 0.
   double random_beta() { return std::bernoulli_distribution(0.5)(rng_) ? 0.0 : uniform_(rng_); }
   // An odd size in [1, max].
   std::int64_t odd_size(std::int64_t max) {
     return 2 * std::uniform_int_distribution<std::int64_t>(0, (max - 1) / 2)(rng_) + 1;
   }
-
-  const std::uint64_t seed_ = pick_seed();
-  testing::ScopedTrace trace_{__FILE__, __LINE__, "FUSEKIT_TEST_SEED=" + std::to_string(seed_)};
-  std::mt19937_64 rng_{seed_};
-  std::uniform_real_distribution<double> uniform_{-1.0, 1.0};
 };
 
 constexpr Transpose kTransposes[] = {Transpose::No, Transpose::Yes};

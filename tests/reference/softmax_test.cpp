@@ -13,27 +13,12 @@
 #include <random>
 #include <string>
 
+#include "reference/random_inputs.hpp"
+
 namespace fusekit::reference {
 namespace {
 
-// NOTE: every run draws fresh inputs; FUSEKIT_TEST_SEED=<seed> replays a failing one.
-class ReferenceSoftmax : public testing::Test {
- protected:
-  static std::uint64_t pick_seed() {
-    const char* env = std::getenv("FUSEKIT_TEST_SEED");
-    return env ? std::stoull(env) : std::random_device{}();
-  }
-  Matrix random_matrix(std::int64_t rows, std::int64_t cols, double spread = 1.0) {
-    Matrix m(rows, cols);
-    for (double& x : m.data) x = spread * uniform_(rng_);
-    return m;
-  }
-
-  const std::uint64_t seed_ = pick_seed();
-  testing::ScopedTrace trace_{__FILE__, __LINE__, "FUSEKIT_TEST_SEED=" + std::to_string(seed_)};
-  std::mt19937_64 rng_{seed_};
-  std::uniform_real_distribution<double> uniform_{-1.0, 1.0};
-};
+class ReferenceSoftmax : public RandomInputsTest {};
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kTolerance = 1e-12;
