@@ -33,9 +33,8 @@ struct CommonBenchOptions {
   std::uint64_t seed = 0;   // 0: fresh
   int min_runs = bench::TimingOptions{}.min_runs;
   double min_ms = bench::TimingOptions{}.min_total_ms;
-  // Only these rungs (all when empty). NOTE: for comparisons against a peer timed in another
-  // process: the rungs before a rung heat the GPU, and under its power cap the clocks then drop
-  // (docs/performance.md, session 8).
+  // Only these rungs (all when empty): one rung timed against a peer from another process, with
+  // no other rung's load just before it (the H200's clocks follow its recent power draw).
   std::vector<std::string> rungs;
 };
 void add_common_bench_options(CLI::App* sub, CommonBenchOptions& options);
