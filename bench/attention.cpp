@@ -309,7 +309,6 @@ LadderRun make_attention_varlen_ladder(const AttentionBenchOptions& o) {
   s->cu.push_back(0);
   std::partial_sum(kVarlenLengths.begin(), kVarlenLengths.end(), std::back_inserter(s->cu));
   const std::int64_t tokens = s->cu.back(), h = s->heads, d = o.head_dim;
-  s->batch = static_cast<std::int64_t>(kVarlenLengths.size());
   const std::vector<std::int32_t> cu32(s->cu.begin(), s->cu.end());
   s->cu_device.emplace(cu32.size() * sizeof(std::int32_t));
   check_cuda(cudaMemcpy(s->cu_device->data(), cu32.data(), s->cu_device->bytes(), cudaMemcpyHostToDevice),

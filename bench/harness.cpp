@@ -69,13 +69,12 @@ Timing time_runs(const std::function<void(cudaStream_t)>& run, const TimingOptio
     times.push_back(ms);
     total += ms;
   }
-  std::sort(times.begin(), times.end());
   Timing t;
+  t.median_ms = median_of(times);  // sorts times
   t.host_median_ms = median_of(host_times);
   t.runs = static_cast<int>(times.size());
   t.min_ms = times.front();
   t.max_ms = times.back();
-  t.median_ms = median_of(times);
   return t;
 }
 

@@ -131,11 +131,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                             "norm_forward_staged_kernel", bytes);
     return;
   }
-  // NOTE: the quantizing kernel compiled for RMSNorm without bias alone takes fewer registers (70
-  // against 78 at 4096 bf16 columns); instantiated for rows in registers with vector access only,
-  // the common case, to keep the build's kernels few.
-  const bool rms_unbiased = !std::is_same_v<T, Out> && a.kind == NormKind::RmsNorm && a.bias.data == nullptr &&
-                            access == device::Access::Vector && residence == device::Residence::Registers;
+  const bool rms_unbiased = a.kind == NormKind::RmsNorm && a.bias.data == nullptr;
   rows::with_placement(access, residence, [&](auto kAccess, auto kResidence) {
     using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
     p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
@@ -144,6 +140,9 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                    rows::shared_bytes<kResidence, T, Config>(p.layout));
     };
     using device::NormForms;
+    // NOTE: the quantizing kernel compiled for RMSNorm without bias alone takes fewer registers (70
+    // against 78 at 4096 bf16 columns); instantiated for rows in registers with vector access only,
+    // the common case, to keep the build's kernels few.
     constexpr bool kSpecialisable = !std::is_same_v<T, Out> && kAccess() == device::Access::Vector &&
                                     kResidence() == device::Residence::Registers;
     if constexpr (kSpecialisable) {
