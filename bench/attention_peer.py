@@ -9,11 +9,16 @@ Needs a GPU and PyTorch; nothing in the build or CI depends on it.
 NOTE: the GPU sleeps before each run's start event, so that the host's dispatch of the SDPA call
 (the backend context, PyTorch's and cuDNN's launch path) is not timed as idle GPU time.
 
+With --varlen, the case of `fusekit bench attention --varlen`: the same 16384 tokens as sequences
+of mixed lengths (VARLEN_LENGTHS, as kVarlenLengths in bench/attention.hpp) packed [T, H, D];
+cudnn runs one SDPA call per sequence, flash2 one varlen call (torch.nn.attention.varlen).
+
 usage: attention_peer.py [--seqlen S ...] [--head-dim D ...] [--causal | --both-masks]
-                         [--dtype bf16|f16] [--backend NAME ...] [--runs N] [--min-ms MS]
-                         [--json FILE]
+                         [--varlen] [--dtype bf16|f16] [--backend NAME ...] [--runs N]
+                         [--min-ms MS] [--json FILE]
 """
 import argparse
+import inspect
 import json
 import statistics
 
@@ -29,6 +34,8 @@ L2_FLUSH_BYTES = 2 * 64 * 2**20  # twice an H200's 60 MB L2, rounded up
 # fusekit/gpu_hold.hpp, ~0.2 ms at 2 GHz), so that both sides idle alike between runs.
 HOST_DISPATCH_CYCLES = 400_000
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
+# kVarlenLengths of bench/attention.hpp: 16384 tokens in nine sequences.
+VARLEN_LENGTHS = [4096, 2048, 3072, 1024, 1536, 512, 2500, 1000, 596]
 
 
 def flops(batch, heads, seqlen, head_dim, causal):
@@ -41,6 +48,35 @@ def time_backend(backend, q, k, v, causal, runs, min_ms, flush):
         with sdpa_kernel(backend):
             return scaled_dot_product_attention(q, k, v, is_causal=causal)
 
+    return time_run(run, runs, min_ms, flush)
+
+
+def varlen_run(name, q, k, v, causal):
+    """One run of the varlen case on q, k, v packed [T, H, D]: a callable, for backend NAME."""
+    offsets = [0]
+    for n in VARLEN_LENGTHS:
+        offsets.append(offsets[-1] + n)
+    if name == "cudnn":  # one SDPA call per sequence, each a [1, H, L, D] view of the packed tensors
+        views = [tuple(t[a:b].unsqueeze(0).transpose(1, 2) for t in (q, k, v))
+                 for a, b in zip(offsets[:-1], offsets[1:])]
+
+        def run():
+            with sdpa_kernel(BACKENDS["cudnn"]):
+                for qs, ks, vs in views:
+                    scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+        return run
+    from torch.nn.attention.varlen import varlen_attn
+    cu = torch.tensor(offsets, dtype=torch.int32, device="cuda")
+    longest = max(VARLEN_LENGTHS)
+    # The causal argument changed between PyTorch releases: is_causal, later window_size=(-1, 0).
+    if "is_causal" in inspect.signature(varlen_attn).parameters:
+        mask = {"is_causal": causal}
+    else:
+        mask = {"window_size": (-1, 0) if causal else (-1, -1)}
+    return lambda: varlen_attn(q, k, v, cu, cu, longest, longest, **mask)
+
+
+def time_run(run, runs, min_ms, flush):
     for _ in range(WARMUP_RUNS):
         run()
     times = []
@@ -63,6 +99,7 @@ def main():
     masks = parser.add_mutually_exclusive_group()
     masks.add_argument("--causal", action="store_true", help="causal cases only")
     masks.add_argument("--both-masks", action="store_true", help="non-causal and causal cases")
+    parser.add_argument("--varlen", action="store_true", help="the mixed-length case (ignores --seqlen)")
     parser.add_argument("--dtype", choices=["bf16", "f16"], default="bf16")
     parser.add_argument("--backend", nargs="+", choices=list(BACKENDS), default=list(BACKENDS))
     parser.add_argument("--runs", type=int, default=20, help="minimum timed runs (as fusekit bench)")
@@ -78,6 +115,9 @@ def main():
     print(f"{'case':<32} {'backend':<8} {'ms':>9} {'TFLOP/s':>9}")
     for head_dim in args.head_dim:
         for causal in causal_cases:
+            if args.varlen:
+                results += varlen_case(args, dtype, head_dim, causal, flush)
+                continue
             for seqlen in args.seqlen:
                 batch, heads = TOKENS // seqlen, MODEL_WIDTH // head_dim
                 # SDPA takes [B, H, S, D]; a BSHD tensor transposed, as a model passes it.
@@ -101,6 +141,27 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+
+
+def varlen_case(args, dtype, head_dim, causal, flush):
+    heads = MODEL_WIDTH // head_dim
+    q, k, v = (torch.empty((TOKENS, heads, head_dim), dtype=dtype, device="cuda").uniform_(-r, r)
+               for r in (2, 2, 1))
+    total = sum(flops(1, heads, n, head_dim, causal) for n in VARLEN_LENGTHS)
+    case = f"varlen T{TOKENS} H{heads} D{head_dim}{' causal' if causal else ''}"
+    results = []
+    for name in args.backend:
+        entry = {"case": case, "backend": name, "varlen": VARLEN_LENGTHS, "heads": heads,
+                 "head_dim": head_dim, "causal": causal, "dtype": args.dtype}
+        try:
+            ms = time_run(varlen_run(name, q, k, v, causal), args.runs, args.min_ms, flush)
+            entry.update(ms=ms, tflops=total / ms / 1e9)
+            print(f"{case:<32} {name:<8} {ms:>9.3f} {entry['tflops']:>9.1f}")
+        except (RuntimeError, ImportError, TypeError) as e:  # a backend or release without this case
+            entry["error"] = str(e).splitlines()[0]
+            print(f"{case:<32} {name:<8} {'n/a':>9} {'':>9}  {entry['error'][:60]}")
+        results.append(entry)
+    return results
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ std::string blocker(const FusedGemmArgs& g) {
     return "the portable kernel needs a gate block dividing 64 or a multiple of 64 (half its 128-column tile)";
   if (g.a.shape[0] > INT32_MAX || g.b.shape[0] > INT32_MAX || g.a.shape[1] > INT32_MAX)
     return "the portable kernel indexes M, N, K with 32-bit integers";
+  // A and B are addressed with 32-bit element offsets, up to a tile's rows past the last (and,
+  // gated, one gate block further on).
+  const std::int64_t slack = 2 * kBlockM + (g.epilogue.gated() ? g.epilogue.gate_block() : 0);
+  if ((g.a.shape[0] + slack) * g.a.strides[0] + g.a.shape[1] > INT32_MAX ||
+      (g.b.shape[0] + slack) * g.b.strides[0] + g.b.shape[1] > INT32_MAX)
+    return "the portable kernel addresses A and B with 32-bit element offsets: rows × row stride must stay under 2^31";
   return "";
 }
 

@@ -18,15 +18,9 @@
 
 #include "fusekit/device/attention/attention_params.hpp"
 #include "fusekit/device/attention/sequence_view.cuh"
-#include "fusekit/device/gemm/mma_sync_gemm.cuh"
+#include "fusekit/device/mma_sync.cuh"
 
 namespace fusekit::device::attention {
-
-using portable::cp_async_16;
-using portable::cp_async_commit;
-using portable::cp_async_wait;
-using portable::mma;
-using portable::MmaType;
 
 inline constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;
 inline constexpr int kWarpSize = 32;

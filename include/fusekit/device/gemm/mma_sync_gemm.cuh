@@ -1,35 +1,38 @@
 #pragma once
 // The portable Level-2 GEMM (sm_80 and newer): D[M, N_out] = chain(A[M,K] · B[N,K]ᵀ).
 //
-// Mainloop: a 128×128 block tile, 8 warps of 64×32, K in steps of 64 through a 3-stage cp.async
-// pipeline, two blocks per SM; shared-memory rows are XOR-swizzled in 16-byte chunks so ldmatrix reads are free of
-// bank conflicts; mma.sync m16n8k16 with fp32 accumulation.
+// Mainloop: a 128×128 block tile, 4 warps of 64×64 (CuTe's TiledMMA of mma.sync m16n8k16, fp32
+// accumulation), K in steps of 64 through a 3-stage cp.async pipeline, two blocks per SM;
+// shared-memory rows are XOR-swizzled in 16-byte chunks (CuTe's Swizzle<3,3,3>) so the ldmatrix
+// reads are free of bank conflicts, and the fragments of k-step s + 1 are read while the mma of
+// step s runs.
 // Epilogue: the chain's uniform prefix runs on the accumulators in registers; then the tile is
-// staged through a skewed fp32 shared-memory tile, where every element's (i, j) is known, and
-// the position-dependent rest runs there before coalesced 16-byte stores.
+// staged through a skewed fp32 shared-memory tile, at the (i, j) CuTe's partition of the tile
+// gives each accumulator, and the position-dependent rest runs there before coalesced 16-byte
+// stores.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
+#include <cute/tensor.hpp>
+
 #include "fusekit/device/convert.cuh"
 #include "fusekit/device/epilogue/chain.cuh"
+#include "fusekit/device/mma_sync.cuh"
 #include "fusekit/device/vector.cuh"
 
 namespace fusekit::device::portable {
 
-// NOTE: a 128×256 tile with 64×64 warp tiles (227 registers, one 8-warp block per SM) measured
-// 140 TFLOP/s at 4096³ against 222 for this one: with one block per SM nothing hides the
-// cp.async waits. Two 128×128 blocks per SM keep 16 warps resident.
+// NOTE: CUTLASS's sm80 mma.sync GEMM measured on the H200 (session 9, docs/performance.md) sets
+// the shape: 128×128×64 tiles of four 64×64 warps, 3 stages, two blocks per SM: 483 TFLOP/s at
+// 4096³ bf16 with a plain epilogue (128×256×64, one block per SM: 492), while eight 64×32 warps
+// per block reached 390. Two blocks per SM also let one block's epilogue overlap the other's
+// mainloop.
 inline constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64;
 inline constexpr int kStages = 3;
-inline constexpr int kWarpsM = 2, kWarpsN = 4;
+inline constexpr int kWarpsM = 2, kWarpsN = 2;
 inline constexpr int kThreads = kWarpsM * kWarpsN * 32;
-inline constexpr int kWarpM = kBlockM / kWarpsM;  // 64
-inline constexpr int kWarpN = kBlockN / kWarpsN;  // 32
-inline constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;
-inline constexpr int kTilesM = kWarpM / kMmaM;  // 4
-inline constexpr int kTilesN = kWarpN / kMmaN;  // 4
 inline constexpr int kChunkBytes = 16;
 inline constexpr int kElemsPerChunk = kChunkBytes / 2;           // 16-bit inputs
 inline constexpr int kChunksPerRow = kBlockK / kElemsPerChunk;   // 8
@@ -45,9 +48,31 @@ inline constexpr int kHalfN = kBlockN / 2;  // a gated tile pairs its two halves
 // so the B tiles they share stay in L2.
 inline constexpr int kGroupRows = 8;
 
-template <class T> struct MmaType;
-template <> struct MmaType<__nv_bfloat16> { static constexpr bool kBf16 = true; };
-template <> struct MmaType<__half> { static constexpr bool kBf16 = false; };
+// The mma.sync atom (m16n8k16, A row-major and B column-major, fp32 accumulators) per input type.
+template <class T> struct MmaAtom;
+template <> struct MmaAtom<__nv_bfloat16> {
+  using Atom = cute::SM80_16x8x16_F32BF16BF16F32_TN;
+  using Element = cute::bfloat16_t;
+};
+template <> struct MmaAtom<__half> {
+  using Atom = cute::SM80_16x8x16_F32F16F16F32_TN;
+  using Element = cute::half_t;
+};
+
+// The block's warps, 2×2, each repeating its m16n8k16 atom over 64×64; the 32×32×16 permutation
+// gives every warp 16 adjacent columns per repeat, so one ldmatrix.x4 reads B for two atoms.
+template <class T>
+using TiledMma = cute::TiledMMA<cute::MMA_Atom<typename MmaAtom<T>::Atom>,
+                                cute::Layout<cute::Shape<cute::Int<kWarpsM>, cute::Int<kWarpsN>, cute::_1>>,
+                                cute::Tile<cute::_32, cute::_32, cute::_16>>;
+
+// One pipeline stage of an operand, [rows][kBlockK] with 16-byte chunks XOR-swizzled by row:
+// element (row, k) sits at row·64 + ((k/8) ^ (row%8))·8 + k%8, as StageCopier writes it.
+template <int kRows>
+using StageLayout = decltype(cute::composition(
+    cute::Swizzle<3, 3, 3>{},
+    cute::make_layout(cute::make_shape(cute::Int<kRows>{}, cute::Int<kBlockK>{}, cute::Int<kStages>{}),
+                      cute::make_stride(cute::Int<kBlockK>{}, cute::_1{}, cute::Int<kStageElems>{}))));
 
 struct Params {
   const void* a; std::int64_t lda;
@@ -77,76 +102,76 @@ __device__ __forceinline__ TileColumns tile_columns(const Chain& chain, int tn) 
   return {2 * (out0 / block) * block + out0 % block, block, kHalfN};
 }
 
-// Swizzled element offset of (row, 16-byte chunk) in a [rows][kBlockK] tile.
-__device__ __forceinline__ int swizzle(int row, int chunk) {
-  return row * kBlockK + ((chunk ^ (row % kChunksPerRow)) * kElemsPerChunk);
-}
+// One thread's share of the copies global → shared of every stage: its 16-byte chunk `chunk`
+// (fixed) of the block rows row0 + kRowStep·i, i < kCopies, for A and for B: 32-bit element
+// offsets, strides and row predicates from the block's start, a k-tile adding kBlockK.
+// NOTE: with 64-bit pointers per operand, at 255 registers, ptxas rematerialized this state from
+// the kernel parameters inside the k-loop: ~3.9 other instructions per mma (SASS, session 9).
+inline constexpr int kRowStep = kThreads / kChunksPerRow;  // 16 rows apart
+inline constexpr int kCopies = kBlockM / kRowStep;          // 8 chunks of A and 8 of B per stage
+inline constexpr int kMmaK = 16;                             // the k of one mma.sync step
+inline constexpr int kCopyParts = kBlockK / kMmaK;           // a stage's copies spread over its 4 k-steps
+inline constexpr int kCopiesPerPart = kCopies / kCopyParts;
+static_assert(kBlockM == kBlockN && kThreads % kChunksPerRow == 0 && kCopies % kCopyParts == 0);
+static_assert(kHalfN % kRowStep == 0 && (kHalfN / kRowStep) % kCopiesPerPart == 0,
+              "a gated tile's two halves hold whole copy rows, and a part's copies lie in one half");
 
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int src_bytes = valid ? kChunkBytes : 0;  // 0: zero-fill (rows or K beyond the matrix)
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-template <bool kBf16>
-__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-// Loads k-tile `kt` of A (rows m0..) and B (the rows `cols` names) into pipeline stage `stage`.
 template <class T>
-__device__ __forceinline__ void load_stage(const Params& p, T* smem, int stage, int kt, int m0,
-                                           const TileColumns& cols) {
-  T* sa = smem + stage * kStageElems;
-  T* sb = sa + kBlockM * kBlockK;
-  const auto* a = static_cast<const T*>(p.a);
-  const auto* b = static_cast<const T*>(p.b);
-  // NOTE: K is a multiple of 8, so a 16-byte chunk is wholly inside or outside the matrix; an
-  // outside chunk is zero-filled, and still gets a valid address (row 0, column 0 exist).
+struct StageCopier {
+  int a_off;         // element offset from A of chunk `chunk` of block row row0, k-tile 0
+  int b_off;         // the same in B, of tile column row0
+  int a_step;        // kRowStep rows of A
+  int b_step;        // kRowStep rows of B
+  int b_jump;        // from tile column r to r + kHalfN in B (cols.jump rows)
+  int k;             // the chunk's first column in k-tile 0
+  unsigned smem;     // shared byte address of this thread's first chunk of stage 0
+  unsigned rows;     // bit i: A row row0 + kRowStep·i inside the matrix; bit kCopies + i: B's
+
+  __device__ __forceinline__ StageCopier(const Params& p, unsigned smem_base, int m0, const TileColumns& cols) {
+    const int row0 = threadIdx.x / kChunksPerRow, chunk = threadIdx.x % kChunksPerRow;
+    k = chunk * kElemsPerChunk;
+    a_step = kRowStep * static_cast<int>(p.lda);
+    b_step = kRowStep * static_cast<int>(p.ldb);
+    b_jump = cols.jump * static_cast<int>(p.ldb);
+    a_off = (m0 + row0) * static_cast<int>(p.lda) + k;
+    b_off = (cols.first + row0) * static_cast<int>(p.ldb) + k;
+    // The swizzle of (row0 + kRowStep·i, chunk) is that of (row0, chunk) plus i rows: kRowStep is
+    // a multiple of the 8-row swizzle period.
+    smem = smem_base + (row0 * kBlockK + ((chunk ^ (row0 % kChunksPerRow)) * kElemsPerChunk)) * sizeof(T);
+    rows = 0;
 #pragma unroll
-  for (int c = threadIdx.x; c < kBlockM * kChunksPerRow; c += kThreads) {
-    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
-    const int k = kt * kBlockK + chunk * kElemsPerChunk;
-    const bool ok = m0 + row < p.m && k < p.k;
-    cp_async_16(sa + swizzle(row, chunk), a + (ok ? std::int64_t(m0 + row) * p.lda + k : 0), ok);
+    for (int i = 0; i < kCopies; ++i) {
+      rows |= unsigned(m0 + row0 + kRowStep * i < p.m) << i;
+      rows |= unsigned(cols.global(row0 + kRowStep * i) < p.n) << (kCopies + i);
+    }
   }
+
+  // Part `part` of k-tile kt's copies into stage `stage`. Rows or K beyond the matrix are
+  // zero-filled (K is a multiple of 8: a chunk is wholly inside or outside); a zero-filled copy
+  // reads no byte, so its address may lie outside the matrix.
+  __device__ __forceinline__ void copy(const Params& p, int stage, int kt, int part) const {
+    constexpr int kHalfCopies = kHalfN / kRowStep;  // B copies per gated half
+    constexpr int kRowsBytes = kRowStep * kBlockK * sizeof(T);  // kRowStep rows of a stage
+    const bool k_ok = k + kt * kBlockK < p.k;
+    const unsigned dst = smem + stage * kStageElems * sizeof(T);
+    const int i0 = part * kCopiesPerPart;
+    int a_at = a_off + kt * kBlockK + i0 * a_step;
+    int b_at = b_off + kt * kBlockK + (i0 / kHalfCopies) * b_jump + (i0 % kHalfCopies) * b_step;
 #pragma unroll
-  for (int c = threadIdx.x; c < kBlockN * kChunksPerRow; c += kThreads) {
-    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
-    const int k = kt * kBlockK + chunk * kElemsPerChunk;
-    const int n = cols.global(row);
-    const bool ok = n < p.n && k < p.k;
-    cp_async_16(sb + swizzle(row, chunk), b + (ok ? std::int64_t(n) * p.ldb + k : 0), ok);
+    for (int j = 0; j < kCopiesPerPart; ++j, a_at += a_step, b_at += b_step) {
+      const int i = i0 + j;
+      cp_async_16_shared(dst + i * kRowsBytes, static_cast<const T*>(p.a) + a_at, k_ok && (rows >> i & 1u));
+      cp_async_16_shared(dst + kBlockM * kBlockK * sizeof(T) + i * kRowsBytes, static_cast<const T*>(p.b) + b_at,
+                         k_ok && (rows >> (kCopies + i) & 1u));
+    }
   }
-}
+};
 
 template <class T>
 __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
+  using namespace cute;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* smem = reinterpret_cast<T*>(smem_raw);
-  constexpr bool kBf16 = MmaType<T>::kBf16;
+  using Element = typename MmaAtom<T>::Element;
 
   // Tile order grouped for L2 reuse.
   const int tiles_m = (p.m + kBlockM - 1) / kBlockM, tiles_n = (p.n + kBlockN - 1) / kBlockN;
@@ -160,71 +185,81 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   const int m0 = tm * kBlockM;
   const TileColumns cols = tile_columns(p.chain, tn);
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = (warp / kWarpsN) * kWarpM, wn = (warp % kWarpsN) * kWarpN;
+  // Shared stages as CuTe sees them: (rows, k, stage), the same swizzle load_stage writes.
+  auto* smem_elems = reinterpret_cast<Element*>(smem_raw);
+  Tensor s_a = make_tensor(make_smem_ptr(smem_elems), StageLayout<kBlockM>{});
+  Tensor s_b = make_tensor(make_smem_ptr(smem_elems + kBlockM * kBlockK), StageLayout<kBlockN>{});
 
-  float acc[kTilesM][kTilesN][4] = {};
+  TiledMma<T> tiled_mma;
+  auto thr_mma = tiled_mma.get_slice(threadIdx.x);
+  Tensor r_a = thr_mma.partition_fragment_A(s_a(_, _, 0));  // (mma, mma_m, mma_k)
+  Tensor r_b = thr_mma.partition_fragment_B(s_b(_, _, 0));  // (mma, mma_n, mma_k)
+  Tensor acc = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (mma, mma_m, mma_n)
+  clear(acc);
+
+  // ldmatrix views: the shared stages as each thread reads them, and its fragments as they land.
+  auto s2r_a = make_tiled_copy_A(Copy_Atom<SM75_U32x4_LDSM_N, Element>{}, tiled_mma);
+  auto s2r_b = make_tiled_copy_B(Copy_Atom<SM75_U32x4_LDSM_N, Element>{}, tiled_mma);
+  auto thr_s2r_a = s2r_a.get_slice(threadIdx.x);
+  auto thr_s2r_b = s2r_b.get_slice(threadIdx.x);
+  Tensor s2r_src_a = thr_s2r_a.partition_S(s_a);  // (copy, copy_m, copy_k, stage)
+  Tensor s2r_dst_a = thr_s2r_a.retile_D(r_a);     // (copy, copy_m, copy_k)
+  Tensor s2r_src_b = thr_s2r_b.partition_S(s_b);
+  Tensor s2r_dst_b = thr_s2r_b.retile_D(r_b);
+  constexpr int kSteps = size<2>(r_a);  // k-steps of 16 per stage
+
   const int k_tiles = (p.k + kBlockK - 1) / kBlockK;
-
+  const StageCopier<T> copier(p, static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)), m0, cols);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < k_tiles) load_stage(p, smem, s, s, m0, cols);
+    if (s < k_tiles)
+#pragma unroll
+      for (int part = 0; part < kCopyParts; ++part) copier.copy(p, s, s, part);
     cp_async_commit();
   }
+  cp_async_wait<kStages - 2>();
+  __syncthreads();
+  int read_stage = 0;
+  copy(s2r_a, s2r_src_a(_, _, 0, read_stage), s2r_dst_a(_, _, 0));
+  copy(s2r_b, s2r_src_b(_, _, 0, read_stage), s2r_dst_b(_, _, 0));
 
+  static_assert(kSteps == kCopyParts);
   for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    // Refill the stage consumed last iteration (every warp is past it after the barrier).
-    const int next = kt + kStages - 1;
-    if (next < k_tiles) load_stage(p, smem, next % kStages, next, m0, cols);
-    cp_async_commit();
-
-    const T* sa = smem + (kt % kStages) * kStageElems;
-    const T* sb = sa + kBlockM * kBlockK;
+    // This k-tile refills the stage consumed by the last one (every warp read its last fragments
+    // before the barrier that ended it), a part per k-step.
+    const int refill = kt + kStages - 1;
+    const int refill_stage = refill % kStages;
 #pragma unroll
-    for (int ks = 0; ks < kBlockK / kMmaK; ++ks) {
-      unsigned af[kTilesM][4];
-#pragma unroll
-      for (int i = 0; i < kTilesM; ++i) {
-        // lanes 0-15: rows 0-15 at k chunk 2ks; lanes 16-31: the same rows at chunk 2ks+1
-        const int row = wm + i * kMmaM + lane % 16;
-        ldmatrix_x4(af[i], sa + swizzle(row, ks * 2 + lane / 16));
+    for (int ks = 0; ks < kSteps; ++ks) {
+      if (refill < k_tiles) copier.copy(p, refill_stage, refill, ks);
+      if (ks == kSteps - 1) {
+        cp_async_commit();
+        // The next stage must have landed, and every warp be done with this one, before the
+        // fragments of its first k-step are read.
+        read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+        cp_async_wait<kStages - 2>();
+        __syncthreads();
       }
-      // NOTE: B fragments are loaded one pair of n8 tiles at a time, keeping 4 registers live,
-      // not 8: with the 64 accumulators that keeps the kernel under 128 registers (2 blocks/SM).
-#pragma unroll
-      for (int j = 0; j < kTilesN / 2; ++j) {
-        unsigned bf[4];
-        // matrices: (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi)
-        const int row = wn + j * 2 * kMmaN + (lane / 16) * kMmaN + lane % 8;
-        ldmatrix_x4(bf, sb + swizzle(row, ks * 2 + (lane / 8) % 2));
-#pragma unroll
-        for (int i = 0; i < kTilesM; ++i) {
-          mma<kBf16>(acc[i][2 * j], af[i], bf[0], bf[1]);
-          mma<kBf16>(acc[i][2 * j + 1], af[i], bf[2], bf[3]);
-        }
-      }
+      const int ks_next = (ks + 1) % kSteps;
+      copy(s2r_a, s2r_src_a(_, _, ks_next, read_stage), s2r_dst_a(_, _, ks_next));
+      copy(s2r_b, s2r_src_b(_, _, ks_next, read_stage), s2r_dst_b(_, _, ks_next));
+      gemm(tiled_mma, acc, r_a(_, _, ks), r_b(_, _, ks), acc);
     }
   }
   cp_async_wait<0>();
   __syncthreads();  // the pipeline's shared memory becomes the epilogue tile
 
   // Uniform prefix in registers: the value alone decides, so the fragment layout is irrelevant.
-  // Then stage: the mma.sync accumulator layout (PTX ISA, m16n8 f32 fragment) puts c0,c1 at row
-  // lane/4, columns 2·(lane%4) + {0,1}, and c2,c3 eight rows below.
+  // Then stage each accumulator at the (i, j) that CuTe's partition of the tile gives it; values
+  // 2v and 2v + 1 of an m16n8 atom are adjacent columns of one row: one 8-byte store.
+  apply_prefix_fragment<decltype(size(acc))::value>(p.chain, acc);
   float* tile = reinterpret_cast<float*>(smem_raw);
+  Tensor tile_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
 #pragma unroll
-  for (int i = 0; i < kTilesM; ++i)
-#pragma unroll
-    for (int j = 0; j < kTilesN; ++j)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {  // (c0, c1) and, eight rows below, (c2, c3): one 8-byte store each
-        const int r = wm + i * kMmaM + lane / 4 + half * 8;
-        const int c = wn + j * kMmaN + (lane % 4) * 2;
-        *reinterpret_cast<float2*>(tile + r * kEpilogueLd + c) =
-            make_float2(apply_prefix(p.chain, acc[i][j][2 * half]), apply_prefix(p.chain, acc[i][j][2 * half + 1]));
-      }
+  for (int v = 0; v < size(acc); v += 2) {
+    const int r = get<0>(tile_coords(v)), c = get<1>(tile_coords(v));
+    *reinterpret_cast<float2*>(tile + r * kEpilogueLd + c) = make_float2(acc(v), acc(v + 1));
+  }
   __syncthreads();
 
   // Position-dependent rest, then 16-byte stores: each thread owns 8 consecutive output columns.
