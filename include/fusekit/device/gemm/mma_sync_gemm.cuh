@@ -116,6 +116,13 @@ static_assert(kBlockM == kBlockN && kThreads % kChunksPerRow == 0 && kCopies % k
 static_assert(kHalfN % kRowStep == 0 && (kHalfN / kRowStep) % kCopiesPerPart == 0,
               "a gated tile's two halves hold whole copy rows, and a part's copies lie in one half");
 
+// v, through an instruction ptxas cannot repeat: the value must stay in its register.
+__device__ __forceinline__ int pinned(int v) {
+  int r;
+  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
+  return r;
+}
+
 template <class T>
 struct StageCopier {
   int a_off;         // element offset from A of chunk `chunk` of block row row0, k-tile 0
@@ -144,6 +151,10 @@ struct StageCopier {
       rows |= unsigned(m0 + row0 + kRowStep * i < p.m) << i;
       rows |= unsigned(cols.global(row0 + kRowStep * i) < p.n) << (kCopies + i);
     }
+    // NOTE: left to itself, at 255 registers ptxas recomputed all of this from the thread index
+    // and the kernel parameters at every k-tile: ~21 instructions per 16-byte copy (SASS, session 9).
+    a_off = pinned(a_off), b_off = pinned(b_off), a_step = pinned(a_step), b_step = pinned(b_step);
+    b_jump = pinned(b_jump), k = pinned(k), smem = pinned(smem), rows = pinned(rows);
   }
 
   // Part `part` of k-tile kt's copies into stage `stage`. Rows or K beyond the matrix are
