@@ -1,5 +1,5 @@
-// fused_gemm's backend choice for gated chains, without a device: which gate blocks the portable
-// kernel takes (plan_fused_gemm reads no memory, so fake aligned pointers suffice).
+// fused_gemm's backend choice, without a device: which gate blocks the portable kernel takes, and
+// which operands it refuses (plan_fused_gemm reads no memory, so fake aligned pointers suffice).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -38,6 +38,26 @@ TEST(FusedGemmPlan, PortableTakesGateBlocksDividingOrMultiplesOfHalfItsTile) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
     EXPECT_NE(std::string(e.what()).find("multiple of 64"), std::string::npos) << e.what();
   }
+}
+
+// The portable kernel addresses A and B with 32-bit element offsets: an operand of 2^31 elements
+// or more is refused before any launch, with the reason.
+TEST(FusedGemmPlan, PortableRefusesOperandsPast32BitOffsets) {
+  constexpr std::int64_t kRows = std::int64_t{1} << 20, kWide = 4096;  // 2^32 elements
+  FusedGemmArgs g;
+  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kRows, kWide, kWide);
+  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kM, kWide, kWide);
+  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kRows, kM, kM);
+  try {
+    plan_fused_gemm(g, GemmBackend::Portable);
+    FAIL() << "expected Unsupported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("32-bit element offsets"), std::string::npos) << e.what();
+  }
+  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kWide, kWide);  // the same call, small A
+  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kM, kM);
+  EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Portable).backend, GemmBackend::Portable);
 }
 
 }  // namespace
