@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 
@@ -17,6 +18,10 @@ struct TimeUnit {
   std::string_view name;
 };
 constexpr TimeUnit kTimeUnits[] = {{1, "s"}, {1e3, "ms"}, {1e6, "µs"}, {1e9, "ns"}};
+constexpr unsigned char kUtf8ContinuationMask = 0xC0;
+constexpr unsigned char kUtf8ContinuationBits = 0x80;
+constexpr std::string_view kTableIndent = "  ";
+constexpr std::string_view kTableGap = "  ";
 }  // namespace
 
 std::string si(double value, std::string_view unit) {
@@ -58,6 +63,32 @@ std::string count_text(double count) {
     ++prefix;
   }
   return fmt::format("{:.2f}{}", count, kSiPrefixes[prefix]);
+}
+
+std::size_t display_width(std::string_view text) {
+  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & kUtf8ContinuationMask) != kUtf8ContinuationBits;
+  }));
+}
+
+std::string table_text(const std::vector<std::vector<std::string>>& rows, std::size_t left_columns) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], display_width(row[c]));
+  }
+  std::string text;
+  for (const auto& row : rows) {
+    std::string line(kTableIndent);
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const std::string padding(widths[c] - display_width(row[c]), ' ');
+      if (c > 0) line += kTableGap;
+      line += c < left_columns ? row[c] + padding : padding + row[c];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    text += line + '\n';
+  }
+  return text;
 }
 
 }  // namespace fusekit::units

@@ -24,7 +24,6 @@ std::string bytes_text(std::int64_t bytes) { return units::bytes_text(static_cas
 
 constexpr std::size_t kLeftAlignedColumns = 2;  // kernel name, reads → writes
 constexpr std::string_view kIndent = "  ";
-constexpr std::string_view kColumnGap = "  ";
 
 std::string times(int count) { return count == 1 ? "1 time" : fmt::format("{} times", count); }
 
@@ -48,38 +47,6 @@ std::string_view limiter_name(Limiter limiter) {
 
 std::string shape_text(const Tensor& tensor) {
   return fmt::format("{}", fmt::join(tensor.shape, "×"));
-}
-
-// Columns are padded by characters shown, not bytes: "µ", "→" and "×" take several bytes.
-std::size_t display_width(std::string_view text) {
-  constexpr unsigned char kContinuationMask = 0xC0;
-  constexpr unsigned char kContinuationBits = 0x80;
-  std::size_t width = 0;
-  for (char c : text) {
-    if ((static_cast<unsigned char>(c) & kContinuationMask) != kContinuationBits) ++width;
-  }
-  return width;
-}
-
-std::string table_text(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> widths;
-  for (const auto& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()));
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      widths[c] = std::max(widths[c], display_width(row[c]));
-    }
-  }
-  std::string text;
-  for (const auto& row : rows) {
-    text += kIndent;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      const std::string padding(widths[c] - display_width(row[c]), ' ');
-      if (c > 0) text += kColumnGap;
-      text += c < kLeftAlignedColumns ? row[c] + padding : padding + row[c];
-    }
-    text += '\n';
-  }
-  return text;
 }
 
 std::string names(const std::vector<TensorAccess>& accesses) {
@@ -111,7 +78,7 @@ std::string rung_text(const Ladder& ladder, const RungReport& rung) {
                     bytes_text(k.traffic.bytes()), fmt::format("{:.2f}", k.traffic.intensity()),
                     seconds_text(k.floor.seconds), std::string(limiter_name(k.floor.limiter))});
   }
-  text += table_text(rows);
+  text += units::table_text(rows, kLeftAlignedColumns);
 
   for (const Crossings& c : rung.intermediates) {
     text += fmt::format("{}{} ({}, {}) crosses HBM {}: {} write{}, {} read{}\n", kIndent, c.tensor,

@@ -68,12 +68,6 @@ std::string xml_escape(const std::string& text) {
   return out;
 }
 
-std::size_t display_width(const std::string& text) {
-  std::size_t width = 0;
-  for (char c : text) width += starts_character(c) ? 1 : 0;
-  return width;
-}
-
 std::string clip(const std::string& text, std::size_t width) {
   if (display_width(text) <= width || width == 0) return text;
   std::string out;
@@ -83,31 +77,6 @@ std::string clip(const std::string& text, std::size_t width) {
     out += c;
   }
   return out + "…";
-}
-
-std::string table_text(const std::vector<std::vector<std::string>>& rows,
-                       std::size_t left_columns) {
-  constexpr std::string_view kIndent = "  ";
-  constexpr std::string_view kGap = "  ";
-  std::vector<std::size_t> widths;
-  for (const auto& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()));
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      widths[c] = std::max(widths[c], display_width(row[c]));
-    }
-  }
-  std::string text;
-  for (const auto& row : rows) {
-    std::string line(kIndent);
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      const std::string padding(widths[c] - display_width(row[c]), ' ');
-      if (c > 0) line += kGap;
-      line += c < left_columns ? row[c] + padding : padding + row[c];
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    text += line + '\n';
-  }
-  return text;
 }
 
 }  // namespace fusekit::verify::detail
