@@ -67,6 +67,25 @@ GemmProblem problem(Matrix a, Transpose ta, Matrix b, Transpose tb, Epilogue epi
   return p;
 }
 
+// Σ G ⊙ Y: the scalar loss whose gradient the backward epilogues compute.
+double weighted_sum(const Matrix& g, const Matrix& y) {
+  double l = 0.0;
+  for (std::size_t e = 0; e < y.data.size(); ++e) l += g.data[e] * y.data[e];
+  return l;
+}
+
+// dL/dv[j] by a central difference of `loss` over v[j] ± step, v[j] restored.
+template <class Loss>
+double central_difference(std::vector<double>& v, std::int64_t j, double step, const Loss& loss) {
+  const double saved = v[j];
+  v[j] = saved + step;
+  const double up = loss();
+  v[j] = saved - step;
+  const double down = loss();
+  v[j] = saved;
+  return (up - down) / (2 * step);
+}
+
 bool is_relu_mask_output(Epilogue e) {
   return e == Epilogue::ReluAux || e == Epilogue::ReluAuxBias;
 }
@@ -343,10 +362,7 @@ TEST_F(ReferenceGemm, BiasGradientsOfALinearLayerMatchFiniteDifferences) {
   const auto loss = [&] {
     GemmProblem fwd = problem(x, Transpose::No, w, Transpose::Yes, Epilogue::Bias);
     fwd.bias = bias;
-    const Matrix y = gemm(fwd).d;
-    double l = 0.0;
-    for (std::size_t e = 0; e < y.data.size(); ++e) l += g.data[e] * y.data[e];
-    return l;
+    return weighted_sum(g, gemm(fwd).d);
   };
   const GemmResult by_a = gemm(problem(g, Transpose::Yes, x, Transpose::No, Epilogue::BGradA));
   const GemmResult by_b = gemm(problem(x, Transpose::Yes, g, Transpose::No, Epilogue::BGradB));
@@ -354,13 +370,7 @@ TEST_F(ReferenceGemm, BiasGradientsOfALinearLayerMatchFiniteDifferences) {
   ASSERT_EQ(std::ssize(by_b.bias_grad), out);
   constexpr double kStep = 1e-3, kFdTolerance = 1e-9;
   for (std::int64_t j = 0; j < out; ++j) {
-    const double saved = bias[j];
-    bias[j] = saved + kStep;
-    const double up = loss();
-    bias[j] = saved - kStep;
-    const double down = loss();
-    bias[j] = saved;
-    const double fd = (up - down) / (2 * kStep);
+    const double fd = central_difference(bias, j, kStep, loss);
     EXPECT_NEAR(by_a.bias_grad[j], fd, kFdTolerance) << "j " << j;
     EXPECT_NEAR(by_b.bias_grad[j], fd, kFdTolerance) << "j " << j;
   }
@@ -386,11 +396,7 @@ TEST_F(ReferenceGemm, ActivationBackwardBiasGradientsMatchFiniteDifferences) {
       return gemm(fc1);
     };
     const auto loss = [&] {
-      const Matrix y =
-          gemm(problem(forward().d, Transpose::No, w2, Transpose::Yes, Epilogue::Default)).d;
-      double l = 0.0;
-      for (std::size_t e = 0; e < y.data.size(); ++e) l += g.data[e] * y.data[e];
-      return l;
+      return weighted_sum(g, gemm(problem(forward().d, Transpose::No, w2, Transpose::Yes, Epilogue::Default)).d);
     };
     const GemmResult f = forward();
     GemmProblem back = problem(g, Transpose::No, w2, Transpose::No, pair.backward);
@@ -401,15 +407,8 @@ TEST_F(ReferenceGemm, ActivationBackwardBiasGradientsMatchFiniteDifferences) {
     ASSERT_EQ(std::ssize(r.bias_grad), hidden);
     // NOTE: a small step keeps ReLU's kink out of reach of every pre-activation but one in ~1e6.
     constexpr double kStep = 1e-6, kFdTolerance = 1e-7;
-    for (std::int64_t j = 0; j < hidden; ++j) {
-      const double saved = b1[j];
-      b1[j] = saved + kStep;
-      const double up = loss();
-      b1[j] = saved - kStep;
-      const double down = loss();
-      b1[j] = saved;
-      EXPECT_NEAR(r.bias_grad[j], (up - down) / (2 * kStep), kFdTolerance) << "j " << j;
-    }
+    for (std::int64_t j = 0; j < hidden; ++j)
+      EXPECT_NEAR(r.bias_grad[j], central_difference(b1, j, kStep, loss), kFdTolerance) << "j " << j;
   }
 }
 
