@@ -8,15 +8,15 @@ namespace fusekit::device {
 
 inline constexpr int kCpAsyncBytes = 16;
 
-// dst = valid ? the 16 bytes at gmem : 16 zero bytes (rows or columns beyond a matrix).
-__device__ __forceinline__ void cp_async_16_shared(unsigned dst, const void* gmem, bool valid);
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  cp_async_16_shared(static_cast<unsigned>(__cvta_generic_to_shared(smem)), gmem, valid);
-}
-// The same, to a shared-memory byte address already converted.
+// Shared bytes at dst = valid ? the 16 bytes at gmem : 16 zero bytes (rows or columns beyond a
+// matrix; a zero-filled copy reads no byte).
 __device__ __forceinline__ void cp_async_16_shared(unsigned dst, const void* gmem, bool valid) {
   const int src_bytes = valid ? kCpAsyncBytes : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+}
+// The same to a generic pointer into shared memory.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  cp_async_16_shared(static_cast<unsigned>(__cvta_generic_to_shared(smem)), gmem, valid);
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
