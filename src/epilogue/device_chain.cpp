@@ -39,6 +39,8 @@ device::Chain make_device_chain(const EpilogueSpec& spec, const EpilogueTensors&
   c.ld_residual = t.residual.empty() ? 0 : t.residual.strides[0];
   c.aux = t.aux.data;
   c.ld_aux = t.aux.empty() ? 0 : t.aux.strides[0];
+  c.quant_scale = t.quant_scale;
+  c.amax = t.amax;
   return c;
 }
 

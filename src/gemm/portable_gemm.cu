@@ -39,7 +39,7 @@ void launch(const FusedGemmArgs& g, cudaStream_t stream) {
 std::string blocker(const FusedGemmArgs& g) {
   constexpr std::int64_t kElemsPer16B = 8;
   if (g.a.shape[1] % kElemsPer16B != 0) return "the portable kernel needs K to be a multiple of 8";
-  for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}, {"residual", &g.tensors.residual},
+  for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}, {"bias", &g.tensors.bias}, {"residual", &g.tensors.residual},
                          {"source", &g.tensors.source}, {"aux", &g.tensors.aux}})
     if (!aligned16(*t)) return std::string("the portable kernel needs 16-byte aligned rows; ") + name + " is not";
   if (g.epilogue.nodes.size() > static_cast<std::size_t>(device::kMaxChainNodes))

@@ -101,8 +101,6 @@ void launch(const PointwiseChainArgs& a, cudaStream_t stream) {
   p.rows = static_cast<std::uint32_t>(a.x.shape[0]);
   p.chunks_per_row = static_cast<std::uint32_t>(epilogue_output_columns(a.chain, a.x.shape[1]) / kE);
   p.chain = epilogue::make_device_chain(a.chain, a.tensors, a.x.dtype);
-  p.quant_scale = a.tensors.quant_scale;
-  p.amax = a.tensors.amax;
   const std::uint64_t chunks = std::uint64_t{p.rows} * p.chunks_per_row;
   if (chunks == 0) return;
   const auto kernel = device::pointwise_chain_kernel<T, Out, kE, Program>;

@@ -26,7 +26,19 @@ using reference::Matrix;
 
 struct Shape {
   std::int64_t m, n, k;
+  std::int64_t pad = 0;  // elements past each row's last column in D, the residual and aux
 };
+
+// Columns [cols, cols + pad) of every row of `rows` (a [M, cols + pad] buffer): still poison.
+void expect_padding_untouched(const DeviceTensor& rows, std::int64_t cols, std::int64_t pad, const char* what) {
+  if (pad == 0) return;
+  const auto got = download(rows);
+  const std::int64_t m = rows.view().shape[0], ld = cols + pad;
+  std::int64_t written = 0;
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = cols; j < ld; ++j) written += !std::isnan(got[static_cast<std::size_t>(i * ld + j)]);
+  EXPECT_EQ(written, 0) << what << ": elements written past the last column";
+}
 
 // Runs spec on `backend` at `shape` and checks D (and aux) against
 // reference::apply_epilogue(A·Bᵀ). Bias, scales, source and residual are dense random tensors:
@@ -43,18 +55,23 @@ void check_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DType dt, Sh
     if (node.op == EpilogueOp::StoreAux) break;
     if (node.op == EpilogueOp::SwiGlu || node.op == EpilogueOp::GeGlu) aux_cols = s.n / 2;
   }
-  DeviceTensor a(dt, {s.m, s.k}), b(dt, {s.n, s.k}), d(dt, {s.m, n_out}), bias(dt, {s.n}), res(dt, {s.m, n_out});
-  DeviceTensor src(dt, {s.m, s.n}), aux(dt, {s.m, aux_cols}), rs(DType::F32, {s.m}), cs(DType::F32, {s.n});
+  DeviceTensor a(dt, {s.m, s.k}), b(dt, {s.n, s.k}), d_rows(dt, {s.m, n_out + s.pad}), bias(dt, {s.n});
+  DeviceTensor res_rows(dt, {s.m, n_out + s.pad}), aux_rows(dt, {s.m, aux_cols + s.pad});
+  DeviceTensor src(dt, {s.m, s.n}), rs(DType::F32, {s.m}), cs(DType::F32, {s.n});
+  const auto padded = [&](const DeviceTensor& rows, std::int64_t cols) {
+    return TensorView::matrix(rows.data(), dt, s.m, cols, cols + s.pad);
+  };
+  const TensorView d = padded(d_rows, n_out), res = padded(res_rows, n_out), aux = padded(aux_rows, aux_cols);
   const float w = std::sqrt(3.0f / static_cast<float>(s.k));
   fill_uniform(a, seed, -1, 1);
   fill_uniform(b, seed + 1, -w, w);
   fill_uniform(bias, seed + 2, -2, 2);
-  fill_uniform(res, seed + 3, -1, 1);
+  fill_uniform(res_rows, seed + 3, -1, 1);
   fill_uniform(src, seed + 4, -1, 1);
   fill_uniform(rs, seed + 5, 0.25f, 2.0f);
   fill_uniform(cs, seed + 6, -2.0f, 2.0f);
-  poison(d);
-  poison(aux);
+  poison(d_rows);
+  poison(aux_rows);
   FusedGemmArgs g{a, b, d, spec, {}, schedule};
   if (spec.uses(EpilogueOp::ColumnBias)) g.tensors.bias = bias;
   if (spec.uses(EpilogueOp::Residual)) g.tensors.residual = res;
@@ -80,7 +97,9 @@ void check_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DType dt, Sh
   EXPECT_LE(rel_l2(download(d), want.out.data), bench::tolerance(dt)) << "D";
   if (spec.uses(EpilogueOp::StoreAux)) {
     EXPECT_LE(rel_l2(download(aux), want.aux.data), bench::tolerance(dt)) << "aux";
+    expect_padding_untouched(aux_rows, aux_cols, s.pad, "aux");
   }
+  expect_padding_untouched(d_rows, n_out, s.pad, "D");
 }
 
 class FusedGemmPortable : public ::testing::TestWithParam<DType> {};
@@ -125,6 +144,22 @@ TEST_P(FusedGemmPortable, EveryNodeMatchesReference) {
   for (const auto& spec : gated_large)
     for (const auto& s : gated_large_shapes)
       check_chain(handle, spec, GetParam(), s, GemmBackend::Portable, seed + 16 * i++);
+}
+
+// Outputs narrower than a 16-byte chunk at the right edge (rows padded to one: N odd), and a
+// gate block narrower than a chunk: the epilogue's value-by-value edge path, which must write
+// nothing past the last column.
+TEST_P(FusedGemmPortable, EdgeChunksAndNarrowGateBlocksMatchReference) {
+  FUSEKIT_REQUIRE_GPU();
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  constexpr std::int64_t kNarrowBlock = 4;  // half a chunk of 16-bit outputs
+  const EpilogueSpec plain = EpilogueSpec{}.bias().store_aux().gelu_tanh().residual();
+  const EpilogueSpec gated = EpilogueSpec{}.bias().swiglu(kNarrowBlock).residual();
+  check_chain(handle, plain, GetParam(), {333, 517, 72, 3}, GemmBackend::Portable, seed);   // rows of 520
+  check_chain(handle, plain, GetParam(), {130, 131, 40, 5}, GemmBackend::Portable, seed + 16);  // rows of 136
+  check_chain(handle, gated, GetParam(), {200, 664, 64, 4}, GemmBackend::Portable, seed + 32);  // 332 outputs, rows of 336
+  check_chain(handle, gated, GetParam(), {129, 256, 8, 0}, GemmBackend::Portable, seed + 48);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmPortable, ::testing::Values(DType::BF16, DType::F16),

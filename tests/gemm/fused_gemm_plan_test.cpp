@@ -60,5 +60,26 @@ TEST(FusedGemmPlan, PortableRefusesOperandsPast32BitOffsets) {
   EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Portable).backend, GemmBackend::Portable);
 }
 
+// The portable epilogue reads the bias 16 bytes at a time: a bias that does not start on a
+// 16-byte boundary is refused before any launch, naming it.
+TEST(FusedGemmPlan, PortableRefusesAMisalignedBias) {
+  FusedGemmArgs g;
+  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
+  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
+  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN);
+  g.epilogue = EpilogueSpec{}.bias().gelu_tanh();
+  constexpr std::size_t kOneElement = 2;  // bytes of a bf16
+  g.tensors.bias = TensorView::contiguous(static_cast<char*>(fake_pointer()) + kOneElement, DType::BF16, {kN});
+  try {
+    plan_fused_gemm(g, GemmBackend::Portable);
+    FAIL() << "expected Unsupported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("bias is not"), std::string::npos) << e.what();
+  }
+  g.tensors.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {kN});
+  EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Portable).backend, GemmBackend::Portable);
+}
+
 }  // namespace
 }  // namespace fusekit

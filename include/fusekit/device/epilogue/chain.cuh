@@ -69,72 +69,28 @@ __device__ __forceinline__ void apply_prefix_fragment(const Chain& c, Fragment& 
   }
 }
 
-// Nodes [first, last) on kN consecutive columns j0 … j0 + kN − 1 of row i, of which the first
-// `valid` exist: each node dispatched once for all kN values. Before a gated node the columns
-// index the N columns of the accumulator; from the gated node on, the N/2 output columns, and
-// up[e] (read only by a gated node) is the paired up column's value that it multiplies in.
-// NOTE: one dispatch per vector: per value, the interpreter was inlined kN times, and the
-// portable GEMM's epilogue stalled on instruction fetch (ncu, session 6: 'no instruction' in
-// 49 % of the epilogue's samples).
-template <int kN>
-__device__ __forceinline__ void apply_range_columns(const Chain& c, int first, int last, float (&x)[kN],
-                                                    const float* up, std::int64_t i, std::int64_t j0, int valid) {
+// Nodes [first, last) on one value at global position (i, j): value by value, for the few
+// values a kernel cannot hand to the block path (epilogue/chain_block.cuh), such as a row's
+// last, partial 16-byte chunk. Before a gated node, j indexes the N columns of the accumulator;
+// from the gated node on, the N/2 output columns, and `up` (read only by a gated node) is the
+// paired up column's value that it multiplies in.
+__device__ __forceinline__ float apply_range(const Chain& c, int first, int last, float x, float up,
+                                             std::int64_t i, std::int64_t j) {
   for (int k = first; k < last; ++k) {
     const ChainNode& n = c.nodes[k];
     switch (n.op) {
-      case EpilogueOp::AddSource:
-#pragma unroll
-        for (int e = 0; e < kN; ++e)
-          if (e < valid) x[e] += n.p0 * load_float(c.source, c.dtype, i * c.ld_source + j0 + e);
-        break;
-      case EpilogueOp::ColumnBias:
-#pragma unroll
-        for (int e = 0; e < kN; ++e)
-          if (e < valid) x[e] += load_float(c.bias, c.dtype, j0 + e);
-        break;
-      case EpilogueOp::RowScale: {
-        const float scale = c.row_scale[i];
-#pragma unroll
-        for (int e = 0; e < kN; ++e) x[e] *= scale;
-        break;
-      }
-      case EpilogueOp::ColumnScale:
-#pragma unroll
-        for (int e = 0; e < kN; ++e)
-          if (e < valid) x[e] *= c.col_scale[j0 + e];
-        break;
-      case EpilogueOp::Residual:
-#pragma unroll
-        for (int e = 0; e < kN; ++e)
-          if (e < valid) x[e] += load_float(c.residual, c.dtype, i * c.ld_residual + j0 + e);
-        break;
-      case EpilogueOp::SwiGlu:
-#pragma unroll
-        for (int e = 0; e < kN; ++e) x[e] = silu(x[e]) * up[e];
-        break;
-      case EpilogueOp::GeGlu:
-#pragma unroll
-        for (int e = 0; e < kN; ++e) x[e] = gelu_tanh(x[e]) * up[e];
-        break;
-      case EpilogueOp::StoreAux:
-#pragma unroll
-        for (int e = 0; e < kN; ++e)
-          if (e < valid) store_float(c.aux, c.dtype, i * c.ld_aux + j0 + e, x[e]);
-        break;
-      default:
-#pragma unroll
-        for (int e = 0; e < kN; ++e) x[e] = apply_uniform(n, x[e]);
-        break;
+      case EpilogueOp::AddSource: x += n.p0 * load_float(c.source, c.dtype, i * c.ld_source + j); break;
+      case EpilogueOp::ColumnBias: x += load_float(c.bias, c.dtype, j); break;
+      case EpilogueOp::RowScale: x *= c.row_scale[i]; break;
+      case EpilogueOp::ColumnScale: x *= c.col_scale[j]; break;
+      case EpilogueOp::Residual: x += load_float(c.residual, c.dtype, i * c.ld_residual + j); break;
+      case EpilogueOp::SwiGlu: x = silu(x) * up; break;
+      case EpilogueOp::GeGlu: x = gelu_tanh(x) * up; break;
+      case EpilogueOp::StoreAux: store_float(c.aux, c.dtype, i * c.ld_aux + j, x); break;
+      default: x = apply_uniform(n, x); break;
     }
   }
-}
-
-// Nodes [first, last) on one value at global position (i, j); `up` as above.
-__device__ __forceinline__ float apply_range(const Chain& c, int first, int last, float x, float up,
-                                             std::int64_t i, std::int64_t j) {
-  float v[1] = {x};
-  apply_range_columns(c, first, last, v, &up, i, j, 1);
-  return v[0];
+  return x;
 }
 
 }  // namespace fusekit::device

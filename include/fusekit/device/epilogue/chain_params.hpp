@@ -29,6 +29,8 @@ struct Chain {
   const float* col_scale;
   const void* residual; std::int64_t ld_residual;
   void* aux; std::int64_t ld_aux;
+  const float* quant_scale;  // QuantizeE4M3: one float
+  float* amax;               // QuantizeE4M3: max|x| before the scale, or null
 };
 
 }  // namespace fusekit::device

@@ -8,8 +8,8 @@
 // step s runs.
 // Epilogue: the chain's uniform prefix runs on the accumulators in registers; then the tile is
 // staged through a skewed fp32 shared-memory tile, at the (i, j) CuTe's partition of the tile
-// gives each accumulator, and the position-dependent rest runs there before coalesced 16-byte
-// stores.
+// gives each accumulator, and the position-dependent rest runs from there on blocks of 16-byte
+// chunks (epilogue/chain_block.cuh) before coalesced 16-byte stores.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -18,7 +18,7 @@
 #include <cute/tensor.hpp>
 
 #include "fusekit/device/convert.cuh"
-#include "fusekit/device/epilogue/chain.cuh"
+#include "fusekit/device/epilogue/chain_block.cuh"
 #include "fusekit/device/mma_sync.cuh"
 #include "fusekit/device/vector.cuh"
 
@@ -33,7 +33,6 @@ inline constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64;
 inline constexpr int kStages = 3;
 inline constexpr int kWarpsM = 2, kWarpsN = 2;
 inline constexpr int kThreads = kWarpsM * kWarpsN * 32;
-inline constexpr int kChunkBytes = 16;
 inline constexpr int kElemsPerChunk = kChunkBytes / 2;           // 16-bit inputs
 inline constexpr int kChunksPerRow = kBlockK / kElemsPerChunk;   // 8
 inline constexpr int kStageElems = (kBlockM + kBlockN) * kBlockK;
@@ -178,6 +177,135 @@ struct StageCopier {
   }
 };
 
+// Whether the chain has a gated node: a gated tile's 128 accumulator columns make 64 outputs.
+enum class ChainShape : std::uint8_t { Plain, Gated };
+
+// The epilogue's share of a thread: output columns c0 … c0 + kE − 1 (one 16-byte chunk of T) of
+// tile rows r0 + kRowStep·i; consecutive threads take consecutive chunks of a row.
+template <class T, ChainShape kShape>
+struct EpilogueChunks {
+  static constexpr int kE = Vector<T>::kElements;
+  static constexpr int kOutCols = kShape == ChainShape::Gated ? kHalfN : kBlockN;
+  static constexpr int kPerRow = kOutCols / kE;
+  static constexpr int kRowStep = kThreads / kPerRow;
+  static constexpr int kRows = kBlockM / kRowStep;  // chunks per thread
+  // Chunks the chain runs on together (a node dispatched once for all of them); gated, each
+  // chunk holds its gate and up values.
+  // NOTE: gated blocks of 8 chunks (128 values) spilled 32 bytes in the f16 kernel.
+  static constexpr int kBlock = kShape == ChainShape::Gated ? 4 : 8;
+  static_assert(kThreads % kPerRow == 0 && kRows % kBlock == 0);
+};
+
+// The kE floats of the staged tile at `at` (16-byte aligned: two vector loads).
+template <int kE>
+__device__ __forceinline__ void load_tile_chunk(const float* at, float (&v)[kE]) {
+#pragma unroll
+  for (int e = 0; e < kE; e += 4) {
+    const float4 q = *reinterpret_cast<const float4*>(at + e);
+    v[e] = q.x, v[e + 1] = q.y, v[e + 2] = q.z, v[e + 3] = q.w;
+  }
+}
+
+// A thread's chunks whose outputs all lie inside the matrix: the position-dependent rest of the
+// chain on kBlock chunks at a time, the tensors it reads loaded 16 bytes at a time, then 16-byte
+// stores.
+// NOTE: value by value (a dtype switch and a scalar load per bias or residual element, each node
+// dispatched per 8 values) the epilogue took 44 % of the kernel's warp samples at ~76
+// instructions per output; on blocks, 7 % at ~13 (ncu, sessions 9 and 10; 331 → 428 TFLOP/s). Gated, a chunk's gate (and up) columns are consecutive: the gate block is a multiple of
+// kE. A row past M takes the last row's position (its loads stay inside the tensors) and stores
+// nothing.
+template <class T, ChainShape kShape>
+__device__ __forceinline__ void store_full_chunks(const Params& p, const float* tile, int m0, const TileColumns& cols,
+                                                  int r0, int c0, int j0) {
+  using Share = EpilogueChunks<T, kShape>;
+  constexpr int kE = Share::kE, kBlock = Share::kBlock;
+  constexpr bool kGated = kShape == ChainShape::Gated;
+  const Chain& c = p.chain;
+  int cg = c0, cu = c0;  // tile columns of the chunk's gate and up values
+  if constexpr (kGated) {
+    cg = 2 * (c0 / cols.block) * cols.block + c0 % cols.block;
+    cu = cg + cols.block;
+  }
+  float amax = 0.0f;  // unused: the portable kernel takes no quantize node
+#pragma unroll 1
+  for (int i0 = 0; i0 < Share::kRows; i0 += kBlock) {
+    float v[kBlock][kE], up[kBlock][kE];  // up: gated only
+    BlockColumns<kBlock> out;
+#pragma unroll
+    for (int b = 0; b < kBlock; ++b) {
+      const int r = r0 + (i0 + b) * Share::kRowStep;
+      out.live[b] = m0 + r < p.m;
+      out.row[b] = static_cast<std::uint32_t>(out.live[b] ? m0 + r : p.m - 1);
+      out.col[b] = j0;
+      load_tile_chunk(tile + r * kEpilogueLd + cg, v[b]);
+      if constexpr (kGated) load_tile_chunk(tile + r * kEpilogueLd + cu, up[b]);
+    }
+    if constexpr (kGated) {
+      BlockColumns<kBlock> gate = out, upper = out;
+#pragma unroll
+      for (int b = 0; b < kBlock; ++b) gate.col[b] = cols.global(cg), upper.col[b] = cols.global(cu);
+      for (int k = c.uniform_prefix; k < c.gate; ++k) {
+        apply_node<T, kE, kBlock>(c, c.nodes[k], v, gate, GlobalOperands<T, kE, kBlock>{c, gate}, amax);
+        apply_node<T, kE, kBlock>(c, c.nodes[k], up, upper, GlobalOperands<T, kE, kBlock>{c, upper}, amax);
+      }
+      apply_gate<T>(c.nodes[c.gate], v, up);
+    }
+    for (int k = kGated ? c.gate + 1 : c.uniform_prefix; k < c.count; ++k)
+      apply_node<T, kE, kBlock>(c, c.nodes[k], v, out, GlobalOperands<T, kE, kBlock>{c, out}, amax);
+#pragma unroll
+    for (int b = 0; b < kBlock; ++b)
+      if (out.live[b])
+        *reinterpret_cast<uint4*>(static_cast<T*>(p.d) + std::int64_t{out.row[b]} * p.ldd + j0) =
+            pack_floats<T, kE>(v[b]).word;
+  }
+}
+
+// A thread's chunks at the matrix's right edge (or gated with a gate block narrower than a
+// chunk): value by value, only the columns inside the matrix.
+template <class T, ChainShape kShape>
+__device__ __forceinline__ void store_edge_chunks(const Params& p, const float* tile, int m0, const TileColumns& cols,
+                                               int r0, int c0, int j0) {
+  using Share = EpilogueChunks<T, kShape>;
+  constexpr int kE = Share::kE;
+  const Chain& c = p.chain;
+  const int n_out = kShape == ChainShape::Gated ? p.n / 2 : p.n;
+  const int valid = min(n_out - j0, kE);
+  for (int i = 0; i < Share::kRows; ++i) {
+    const int r = r0 + i * Share::kRowStep;
+    const std::int64_t gi = m0 + r;
+    if (gi >= p.m) break;
+    T* dst = static_cast<T*>(p.d) + gi * p.ldd + j0;
+    for (int e = 0; e < valid; ++e) {
+      float x;
+      if constexpr (kShape == ChainShape::Gated) {
+        // output column c pairs tile gate column 2k·block + r' with tile up column 2k·block + block + r'
+        const int col = c0 + e, kb = col / cols.block, rr = col % cols.block;
+        const int cg = 2 * kb * cols.block + rr, cu = cg + cols.block;
+        const float g = apply_range(c, c.uniform_prefix, c.gate, tile[r * kEpilogueLd + cg], 0.0f, gi, cols.global(cg));
+        const float u = apply_range(c, c.uniform_prefix, c.gate, tile[r * kEpilogueLd + cu], 0.0f, gi, cols.global(cu));
+        x = apply_range(c, c.gate, c.count, g, u, gi, j0 + e);
+      } else {
+        x = apply_range(c, c.uniform_prefix, c.count, tile[r * kEpilogueLd + c0 + e], 0.0f, gi, j0 + e);
+      }
+      dst[e] = Float<T>::store(x);
+    }
+  }
+}
+
+// The staged tile out through the chain's position-dependent rest.
+template <class T, ChainShape kShape>
+__device__ __forceinline__ void store_tile(const Params& p, const float* tile, int m0, int tn, const TileColumns& cols) {
+  using Share = EpilogueChunks<T, kShape>;
+  const int c0 = static_cast<int>(threadIdx.x % Share::kPerRow) * Share::kE;
+  const int r0 = static_cast<int>(threadIdx.x / Share::kPerRow);
+  const int j0 = tn * Share::kOutCols + c0;
+  const int n_out = kShape == ChainShape::Gated ? p.n / 2 : p.n;
+  if (j0 + Share::kE <= n_out && (kShape == ChainShape::Plain || cols.block >= Share::kE))
+    store_full_chunks<T, kShape>(p, tile, m0, cols, r0, c0, j0);
+  else if (j0 < n_out)
+    store_edge_chunks<T, kShape>(p, tile, m0, cols, r0, c0, j0);
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   using namespace cute;
@@ -273,56 +401,9 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   }
   __syncthreads();
 
-  // Position-dependent rest, then 16-byte stores: each thread owns 8 consecutive output columns.
-  const Chain& chain = p.chain;
-  const bool gated = chain.gate < chain.count;
-  const int block = cols.block;
-  const int out_cols = gated ? kHalfN : kBlockN;
-  const int n_out = gated ? p.n / 2 : p.n;
-  const int out_n0 = tn * out_cols;
-  constexpr int kVec = kChunkBytes / sizeof(T);
-  auto* d = static_cast<T*>(p.d);
-  for (int v = threadIdx.x; v < kBlockM * out_cols / kVec; v += kThreads) {
-    const int r = v / (out_cols / kVec), c0 = (v % (out_cols / kVec)) * kVec;
-    const std::int64_t gi = m0 + r;
-    if (gi >= p.m) continue;
-    Vector<T> out;
-    const int left = n_out - (out_n0 + c0);  // output columns from c0 on inside the matrix
-    const int valid = left < kVec ? left : kVec;
-    const bool full = valid == kVec;
-    if (!gated) {
-      float x[kVec];
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) x[e] = tile[r * kEpilogueLd + c0 + e];
-      apply_range_columns(chain, chain.uniform_prefix, chain.count, x, nullptr, gi, out_n0 + c0, valid);
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) out.e[e] = Float<T>::store(x[e]);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        float x = 0.0f;
-        if (e < valid) {
-          // output column c pairs tile gate column 2k·block + r' with tile up column 2k·block + block + r'
-          const int c = c0 + e;
-          const int kb = c / block, rr = c % block;
-          const int cg = 2 * kb * block + rr, cu = cg + block;
-          const float g = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cg], 0.0f, gi,
-                                      cols.global(cg));
-          const float u = apply_range(chain, chain.uniform_prefix, chain.gate, tile[r * kEpilogueLd + cu], 0.0f, gi,
-                                      cols.global(cu));
-          x = apply_range(chain, chain.gate, chain.count, g, u, gi, out_n0 + c);
-        }
-        out.e[e] = Float<T>::store(x);
-      }
-    }
-    T* dst = d + gi * p.ldd + out_n0 + c0;
-    if (full) {
-      *reinterpret_cast<uint4*>(dst) = out.raw;
-    } else {
-      for (int e = 0; e < kVec; ++e)
-        if (out_n0 + c0 + e < n_out) dst[e] = out.e[e];
-    }
-  }
+  // Position-dependent rest, then 16-byte stores.
+  if (p.chain.gate < p.chain.count) store_tile<T, ChainShape::Gated>(p, tile, m0, tn, cols);
+  else store_tile<T, ChainShape::Plain>(p, tile, m0, tn, cols);
 }
 
 }  // namespace fusekit::device::portable

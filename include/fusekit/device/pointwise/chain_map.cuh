@@ -13,8 +13,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "fusekit/device/epilogue/chain.cuh"
-#include "fusekit/device/row/row_tile.cuh"
+#include "fusekit/device/epilogue/chain_block.cuh"
 
 namespace fusekit::device {
 
@@ -53,155 +52,8 @@ struct PointwiseChainParams {
   // (fewer than 2^32 elements, at least 4 per chunk), inside FastDivmod's signed range.
   cutlass::FastDivmod row_of_chunk;
   Chain chain;
-  const float* quant_scale = nullptr;  // QuantizeE4M3
-  float* amax = nullptr;               // QuantizeE4M3, optional
   ChainStaging staging;                // vector path
 };
-
-template <class T, int kE>
-__device__ __forceinline__ Pack<T, kE> load_chunk(const T* at, Cache cache) {
-  Pack<T, kE> pack;
-  const auto* word = reinterpret_cast<const typename Pack<T, kE>::Word*>(at);
-  pack.word = cache == Cache::Keep ? __ldg(word) : __ldcs(word);
-  return pack;
-}
-
-template <class T, int kE>
-__device__ inline void load_values(const T* at, float (&v)[kE], Cache cache) {
-  unpack_floats<T, kE>(load_chunk<T, kE>(at, cache), v);
-}
-
-template <class T, int kE>
-__device__ inline void store_values(T* at, const float (&v)[kE]) {
-  __stcs(reinterpret_cast<typename Pack<T, kE>::Word*>(at), pack_floats<T, kE>(v).word);
-}
-
-// GELU (tanh form) for results of type T: the hardware tanh when T is a 16-bit type.
-template <class T>
-__device__ __forceinline__ float gelu(float x) {
-  if constexpr (sizeof(T) == 2) return gelu_tanh_fast(x);
-  else return gelu_tanh(x);
-}
-
-// v += scale · pack, element by element in float.
-template <class T, int kE>
-__device__ __forceinline__ void add_pack(float (&v)[kE], const Pack<T, kE>& pack, float scale = 1.0f) {
-  float t[kE];
-  unpack_floats<T, kE>(pack, t);
-#pragma unroll
-  for (int e = 0; e < kE; ++e) v[e] = fmaf(scale, t[e], v[e]);
-}
-
-// Where the values of a block of kVec chunks sit: rows `row`, columns `col` (the gate or up
-// columns before a gated node, the output columns from it on); `live`: inside the matrix (a dead
-// chunk repeats the last live one's position, so its values are real numbers that change no
-// amax, and only its stores are skipped).
-template <int kVec>
-struct BlockColumns {
-  std::uint32_t row[kVec];
-  int col[kVec];
-  bool live[kVec];
-};
-
-// The bias chunk at column `col` (read through L1: every row reads the same).
-template <class T, int kE>
-__device__ __forceinline__ Pack<T, kE> bias_chunk(const Chain& c, int col) {
-  return load_chunk<T, kE>(static_cast<const T*>(c.bias) + col, Cache::Keep);
-}
-
-// The tensors of position-dependent nodes, read from global memory at the block's positions when
-// the node runs.
-template <class T, int kE, int kVec>
-struct GlobalOperands {
-  const Chain& c;
-  const BlockColumns<kVec>& at;
-  __device__ Pack<T, kE> source(int b) const {
-    return load_chunk<T, kE>(static_cast<const T*>(c.source) + std::int64_t{at.row[b]} * c.ld_source + at.col[b],
-                             Cache::Stream);
-  }
-  __device__ Pack<T, kE> bias(int b) const { return bias_chunk<T, kE>(c, at.col[b]); }
-  __device__ Pack<T, kE> residual(int b) const {
-    return load_chunk<T, kE>(static_cast<const T*>(c.residual) + std::int64_t{at.row[b]} * c.ld_residual + at.col[b],
-                             Cache::Stream);
-  }
-};
-
-// Node kOp on a block of kVec chunks (its parameters, such as a Scale's factor, read from `node`).
-template <EpilogueOp kOp, class T, int kE, int kVec, class Operands>
-__device__ __forceinline__ void apply_op(const PointwiseChainParams& p, const ChainNode& node, float (&v)[kVec][kE],
-                                         const BlockColumns<kVec>& at, const Operands& operands, float& amax) {
-  const Chain& c = p.chain;
-  if constexpr (kOp == EpilogueOp::AddSource) {
-#pragma unroll
-    for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.source(b), node.p0);
-  } else if constexpr (kOp == EpilogueOp::ColumnBias) {
-#pragma unroll
-    for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.bias(b));
-  } else if constexpr (kOp == EpilogueOp::Residual) {
-#pragma unroll
-    for (int b = 0; b < kVec; ++b) add_pack(v[b], operands.residual(b));
-  } else if constexpr (kOp == EpilogueOp::RowScale) {
-#pragma unroll
-    for (int b = 0; b < kVec; ++b) {
-      const float scale = c.row_scale[at.row[b]];
-#pragma unroll
-      for (int e = 0; e < kE; ++e) v[b][e] *= scale;
-    }
-  } else if constexpr (kOp == EpilogueOp::ColumnScale) {
-#pragma unroll
-    for (int b = 0; b < kVec; ++b)
-#pragma unroll
-      for (int e = 0; e < kE; ++e) v[b][e] *= __ldg(c.col_scale + at.col[b] + e);
-  } else if constexpr (kOp == EpilogueOp::StoreAux) {
-#pragma unroll
-    for (int b = 0; b < kVec; ++b)
-      if (at.live[b]) store_values<T, kE>(static_cast<T*>(c.aux) + std::int64_t{at.row[b]} * c.ld_aux + at.col[b], v[b]);
-  } else if constexpr (kOp == EpilogueOp::QuantizeE4M3) {
-    const float scale = *p.quant_scale;
-#pragma unroll
-    for (int b = 0; b < kVec; ++b)
-#pragma unroll
-      for (int e = 0; e < kE; ++e) {
-        amax = fmaxf(amax, fabsf(v[b][e]));
-        v[b][e] *= scale;  // rounded to e4m3 by the store
-      }
-  } else if constexpr (kOp == EpilogueOp::GeluTanh) {
-#pragma unroll
-    for (int b = 0; b < kVec; ++b)
-#pragma unroll
-      for (int e = 0; e < kE; ++e) v[b][e] = gelu<T>(v[b][e]);
-  } else {
-    // The position-independent ops (Scale, Relu, GeluErf, Silu, Clamp, Cast): apply_uniform
-    // dispatches on node.op.
-#pragma unroll
-    for (int b = 0; b < kVec; ++b)
-#pragma unroll
-      for (int e = 0; e < kE; ++e) v[b][e] = apply_uniform(node, v[b][e]);
-  }
-}
-
-// One node on a block of kVec chunks, dispatched at run time. NOTE: a node costs its dispatch
-// once per block, not once per chunk: one chunk at a time, bias→GELU→residual executed 45
-// instructions per element (ncu, session 4).
-template <class T, int kE, int kVec, class Operands>
-__device__ inline void apply_node(const PointwiseChainParams& p, const ChainNode& node, float (&v)[kVec][kE],
-                                  const BlockColumns<kVec>& at, const Operands& operands, float& amax) {
-  switch (node.op) {
-#define FUSEKIT_CHAIN_CASE(op) \
-  case EpilogueOp::op: return apply_op<EpilogueOp::op, T, kE, kVec>(p, node, v, at, operands, amax);
-    FUSEKIT_CHAIN_CASE(AddSource)
-    FUSEKIT_CHAIN_CASE(ColumnBias)
-    FUSEKIT_CHAIN_CASE(Residual)
-    FUSEKIT_CHAIN_CASE(RowScale)
-    FUSEKIT_CHAIN_CASE(ColumnScale)
-    FUSEKIT_CHAIN_CASE(StoreAux)
-    FUSEKIT_CHAIN_CASE(QuantizeE4M3)
-    FUSEKIT_CHAIN_CASE(GeluTanh)
-#undef FUSEKIT_CHAIN_CASE
-    // Any other op is position-independent: Scale stands for all of them (apply_op's last branch).
-    default: return apply_op<EpilogueOp::Scale, T, kE, kVec>(p, node, v, at, operands, amax);
-  }
-}
 
 // How a kernel runs its chain: read and dispatched node by node at run time (InterpretedChain), or
 // compiled in for one fixed sequence of ops (CompiledChain; their parameters are still read from
@@ -229,7 +81,7 @@ __device__ __forceinline__ void apply_compiled(CompiledChain<kOps...>, const Poi
                                                float (&v)[kVec][kE], const BlockColumns<kVec>& at,
                                                const Operands& operands, float& amax) {
   int k = 0;
-  (apply_op<kOps, T, kE, kVec>(p, p.chain.nodes[k++], v, at, operands, amax), ...);
+  (apply_op<kOps, T, kE, kVec>(p.chain, p.chain.nodes[k++], v, at, operands, amax), ...);
 }
 
 // NOTE: non-negative floats order like their bit patterns, so an integer atomicMax is a float max.
@@ -297,16 +149,12 @@ __device__ inline void run_chain(const PointwiseChainParams& p, const ChunkPosit
         upper.col[b] = at[b].up_col;
       }
       for (int k = 0; k < c.gate; ++k) {
-        apply_node<T, kE, kVec>(p, c.nodes[k], v, gate, GlobalOperands<T, kE, kVec>{c, gate}, amax);
-        apply_node<T, kE, kVec>(p, c.nodes[k], up, upper, GlobalOperands<T, kE, kVec>{c, upper}, amax);
+        apply_node<T, kE, kVec>(c, c.nodes[k], v, gate, GlobalOperands<T, kE, kVec>{c, gate}, amax);
+        apply_node<T, kE, kVec>(c, c.nodes[k], up, upper, GlobalOperands<T, kE, kVec>{c, upper}, amax);
       }
-      const bool swiglu = c.nodes[c.gate].op == EpilogueOp::SwiGlu;
-#pragma unroll
-      for (int b = 0; b < kVec; ++b)
-#pragma unroll
-        for (int e = 0; e < kE; ++e) v[b][e] = (swiglu ? silu(v[b][e]) : gelu<T>(v[b][e])) * up[b][e];
+      apply_gate<T>(c.nodes[c.gate], v, up);
     }
-    for (int k = kGated ? c.gate + 1 : 0; k < c.count; ++k) apply_node<T, kE, kVec>(p, c.nodes[k], v, out, operands, amax);
+    for (int k = kGated ? c.gate + 1 : 0; k < c.count; ++k) apply_node<T, kE, kVec>(c, c.nodes[k], v, out, operands, amax);
   }
 }
 
@@ -445,7 +293,7 @@ __global__ void __launch_bounds__(kChainThreads, kChainMinCtas) pointwise_chain_
     }
   }
   if constexpr (!std::is_same_v<Out, T>) {
-    if (p.amax != nullptr) chain_amax(p.amax, amax);
+    if (c.amax != nullptr) chain_amax(c.amax, amax);
   }
 }
 
