@@ -156,9 +156,10 @@ TEST_P(FusedGemmPortable, EdgeChunksAndNarrowGateBlocksMatchReference) {
   constexpr std::int64_t kNarrowBlock = 4;  // half a chunk of 16-bit outputs
   const EpilogueSpec plain = EpilogueSpec{}.bias().store_aux().gelu_tanh().residual();
   const EpilogueSpec gated = EpilogueSpec{}.bias().swiglu(kNarrowBlock).residual();
-  check_chain(handle, plain, GetParam(), {333, 517, 72, 3}, GemmBackend::Portable, seed);   // rows of 520
-  check_chain(handle, plain, GetParam(), {130, 131, 40, 5}, GemmBackend::Portable, seed + 16);  // rows of 136
-  check_chain(handle, gated, GetParam(), {200, 664, 64, 4}, GemmBackend::Portable, seed + 32);  // 332 outputs, rows of 336
+  // Rows of 520 and 136 elements; gated: 332 outputs in rows of 336, then unpadded.
+  check_chain(handle, plain, GetParam(), {333, 517, 72, 3}, GemmBackend::Portable, seed);
+  check_chain(handle, plain, GetParam(), {130, 131, 40, 5}, GemmBackend::Portable, seed + 16);
+  check_chain(handle, gated, GetParam(), {200, 664, 64, 4}, GemmBackend::Portable, seed + 32);
   check_chain(handle, gated, GetParam(), {129, 256, 8, 0}, GemmBackend::Portable, seed + 48);
 }
 

@@ -6,11 +6,13 @@
 
 #include "fusekit/error.hpp"
 #include "fusekit/fused_gemm.hpp"
+#include "support/expect_error.hpp"
 #include "support/fake_pointer.hpp"
 
 namespace fusekit {
 namespace {
 
+using testing::expect_error;
 using testing::fake_pointer;
 
 constexpr std::int64_t kM = 64, kK = 32, kN = 1536;  // 2·block divides N for every block below
@@ -31,13 +33,8 @@ TEST(FusedGemmPlan, PortableTakesGateBlocksDividingOrMultiplesOfHalfItsTile) {
   const std::int64_t blocks[] = {8, 32, 64, kSm90GateBlock, 256};
   for (const std::int64_t block : blocks)
     EXPECT_EQ(plan_fused_gemm(gated_args(block), GemmBackend::Portable).backend, GemmBackend::Portable) << block;
-  try {
-    plan_fused_gemm(gated_args(96), GemmBackend::Portable);
-    FAIL() << "expected Unsupported";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("multiple of 64"), std::string::npos) << e.what();
-  }
+  expect_error([&] { plan_fused_gemm(gated_args(96), GemmBackend::Portable); }, "multiple of 64",
+               ErrorKind::Unsupported);
 }
 
 // The portable kernel addresses A and B with 32-bit element offsets: an operand of 2^31 elements
@@ -48,13 +45,7 @@ TEST(FusedGemmPlan, PortableRefusesOperandsPast32BitOffsets) {
   g.a = TensorView::matrix(fake_pointer(), DType::BF16, kRows, kWide, kWide);
   g.b = TensorView::matrix(fake_pointer(), DType::BF16, kM, kWide, kWide);
   g.d = TensorView::matrix(fake_pointer(), DType::BF16, kRows, kM, kM);
-  try {
-    plan_fused_gemm(g, GemmBackend::Portable);
-    FAIL() << "expected Unsupported";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("32-bit element offsets"), std::string::npos) << e.what();
-  }
+  expect_error([&] { plan_fused_gemm(g, GemmBackend::Portable); }, "32-bit element offsets", ErrorKind::Unsupported);
   g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kWide, kWide);  // the same call, small A
   g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kM, kM);
   EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Portable).backend, GemmBackend::Portable);
@@ -70,13 +61,7 @@ TEST(FusedGemmPlan, PortableRefusesAMisalignedBias) {
   g.epilogue = EpilogueSpec{}.bias().gelu_tanh();
   constexpr std::size_t kOneElement = 2;  // bytes of a bf16
   g.tensors.bias = TensorView::contiguous(static_cast<char*>(fake_pointer()) + kOneElement, DType::BF16, {kN});
-  try {
-    plan_fused_gemm(g, GemmBackend::Portable);
-    FAIL() << "expected Unsupported";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("bias is not"), std::string::npos) << e.what();
-  }
+  expect_error([&] { plan_fused_gemm(g, GemmBackend::Portable); }, "bias is not", ErrorKind::Unsupported);
   g.tensors.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {kN});
   EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Portable).backend, GemmBackend::Portable);
 }

@@ -208,12 +208,12 @@ __device__ __forceinline__ void load_tile_chunk(const float* at, float (&v)[kE])
 
 // A thread's chunks whose outputs all lie inside the matrix: the position-dependent rest of the
 // chain on kBlock chunks at a time, the tensors it reads loaded 16 bytes at a time, then 16-byte
-// stores.
+// stores. Gated, a chunk's gate (and up) columns are consecutive: the gate block is a multiple
+// of kE. A row past M takes the last row's position (its loads stay inside the tensors) and
+// stores nothing.
 // NOTE: value by value (a dtype switch and a scalar load per bias or residual element, each node
 // dispatched per 8 values) the epilogue took 44 % of the kernel's warp samples at ~76
-// instructions per output; on blocks, 7 % at ~13 (ncu, sessions 9 and 10; 331 → 428 TFLOP/s). Gated, a chunk's gate (and up) columns are consecutive: the gate block is a multiple of
-// kE. A row past M takes the last row's position (its loads stay inside the tensors) and stores
-// nothing.
+// instructions per output; on blocks, 7 % at ~13 (ncu, sessions 9 and 10; 331 → 428 TFLOP/s).
 template <class T, ChainShape kShape>
 __device__ __forceinline__ void store_full_chunks(const Params& p, const float* tile, int m0, const TileColumns& cols,
                                                   int r0, int c0, int j0) {
@@ -294,7 +294,8 @@ __device__ __forceinline__ void store_edge_chunks(const Params& p, const float* 
 
 // The staged tile out through the chain's position-dependent rest.
 template <class T, ChainShape kShape>
-__device__ __forceinline__ void store_tile(const Params& p, const float* tile, int m0, int tn, const TileColumns& cols) {
+__device__ __forceinline__ void store_tile(const Params& p, const float* tile, int m0, int tn,
+                                           const TileColumns& cols) {
   using Share = EpilogueChunks<T, kShape>;
   const int c0 = static_cast<int>(threadIdx.x % Share::kPerRow) * Share::kE;
   const int r0 = static_cast<int>(threadIdx.x / Share::kPerRow);
