@@ -14,6 +14,8 @@ std::string count_text(double count);                  // "1.23M", "0"
 
 // Characters shown, not bytes: "µ", "→" and "×" take several bytes in UTF-8.
 std::size_t display_width(std::string_view text);
+// The first `width` characters shown of `text`, "…" marking a cut (the text whole if it fits).
+std::string clip(std::string_view text, std::size_t width);
 // Rows as aligned columns, each line indented by two spaces: the first `left_columns` columns
 // left-aligned, the rest right-aligned; no trailing spaces.
 std::string table_text(const std::vector<std::vector<std::string>>& rows, std::size_t left_columns);

@@ -22,6 +22,11 @@ constexpr unsigned char kUtf8ContinuationMask = 0xC0;
 constexpr unsigned char kUtf8ContinuationBits = 0x80;
 constexpr std::string_view kTableIndent = "  ";
 constexpr std::string_view kTableGap = "  ";
+
+// Whether byte c starts a character (is not a UTF-8 continuation byte).
+bool starts_character(char c) {
+  return (static_cast<unsigned char>(c) & kUtf8ContinuationMask) != kUtf8ContinuationBits;
+}
 }  // namespace
 
 std::string si(double value, std::string_view unit) {
@@ -66,9 +71,18 @@ std::string count_text(double count) {
 }
 
 std::size_t display_width(std::string_view text) {
-  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & kUtf8ContinuationMask) != kUtf8ContinuationBits;
-  }));
+  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), starts_character));
+}
+
+std::string clip(std::string_view text, std::size_t width) {
+  if (display_width(text) <= width || width == 0) return std::string(text);
+  std::string out;
+  std::size_t shown = 0;
+  for (char c : text) {
+    if (starts_character(c) && ++shown > width - 1) break;
+    out += c;
+  }
+  return out + "…";
 }
 
 std::string table_text(const std::vector<std::vector<std::string>>& rows, std::size_t left_columns) {

@@ -10,15 +10,6 @@
 
 namespace fusekit::verify::detail {
 
-namespace {
-constexpr unsigned char kUtf8ContinuationMask = 0xC0;
-constexpr unsigned char kUtf8ContinuationBits = 0x80;
-
-bool starts_character(char c) {
-  return (static_cast<unsigned char>(c) & kUtf8ContinuationMask) != kUtf8ContinuationBits;
-}
-}  // namespace
-
 std::string short_kernel_name(const std::string& name) {
   constexpr std::string_view kVoid = "void ";
   constexpr std::string_view kAnonymous = "(anonymous namespace)::";
@@ -66,17 +57,6 @@ std::string xml_escape(const std::string& text) {
     }
   }
   return out;
-}
-
-std::string clip(const std::string& text, std::size_t width) {
-  if (display_width(text) <= width || width == 0) return text;
-  std::string out;
-  std::size_t shown = 0;
-  for (char c : text) {
-    if (starts_character(c) && ++shown > width - 1) break;
-    out += c;
-  }
-  return out + "…";
 }
 
 }  // namespace fusekit::verify::detail

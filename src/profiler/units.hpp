@@ -9,6 +9,7 @@
 namespace fusekit::verify::detail {
 
 using units::bytes_text;
+using units::clip;
 using units::count_text;
 using units::display_width;
 using units::seconds_text;
@@ -20,7 +21,5 @@ using units::table_text;
 std::string short_kernel_name(const std::string& name);
 // `text` with &, <, > and quotes escaped for XML.
 std::string xml_escape(const std::string& text);
-// The first `width` characters shown (UTF-8 aware) of `text`, "…" marking a cut.
-std::string clip(const std::string& text, std::size_t width);
 
 }  // namespace fusekit::verify::detail
