@@ -141,12 +141,15 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     };
     using device::NormForms;
     // NOTE: the quantizing kernel compiled for RMSNorm without bias alone takes fewer registers (70
-    // against 78 at 4096 bf16 columns); instantiated for rows in registers with vector access only,
-    // the common case, to keep the build's kernels few.
+    // against 78 at 4096 bf16 columns), and for short rows keeps y in registers (AnyKeepingY);
+    // both instantiated for rows in registers with vector access only, the common case, to keep
+    // the build's kernels few.
     constexpr bool kSpecialisable = !std::is_same_v<T, Out> && kAccess() == device::Access::Vector &&
                                     kResidence() == device::Residence::Registers;
     if constexpr (kSpecialisable) {
       if (rms_unbiased) return go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::RmsNormUnbiased>);
+      if (p.layout.threads <= device::kKeepingYMaxRowThreads)
+        return go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::AnyKeepingY>);
     }
     go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::Any>);
   });

@@ -29,7 +29,13 @@ enum class QuantScale : std::uint8_t {
 // launch holds the registers of LayerNorm's paths. RmsNormUnbiased: RMSNorm without bias compiled
 // in, for the quantizing kernel, whose max |y| then rides in the sum of squares' reduction (at 4096
 // bf16 columns 70 registers against 78 for Any: 28 warps per SM against 24; ptxas, session 7).
-enum class NormForms : std::uint8_t { Any, RmsNormUnbiased };
+// AnyKeepingY: Any for the quantizing kernel with rows in registers, keeping y from the amax pass
+// for the stores instead of a second affine pass: LayerNorm → e4m3 +8–13 % at 1024–4096 bf16
+// columns, but 95 registers against 78, and −8 % at 8192 columns, where a row's 256-thread CTAs
+// then fit two per SM instead of three (session 10); so only for rows of at most
+// kKeepingYMaxRowThreads threads.
+enum class NormForms : std::uint8_t { Any, RmsNormUnbiased, AnyKeepingY };
+inline constexpr int kKeepingYMaxRowThreads = 128;
 
 inline constexpr float kE4m3Max = 448.0f;
 // A LayerNorm shift (mean − guess)² up to this many times the variance costs at most 4 of the
@@ -232,8 +238,8 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     }
   }
 
-  // f(c, y) for each held chunk of y = affine(h; centre, scale) (columns c … c + kE, c < n), the
-  // launch's affine terms compiled in.
+  // f(i, c, y) for each held chunk i of y = affine(h; centre, scale) (columns c … c + kE, c < n),
+  // the launch's affine terms compiled in.
   const auto for_each_affine = [&](float centre, float scale, auto&& f) {
     with_affine_terms<kForms>(p, [&](auto terms) {
 #pragma unroll Tile::kUnroll
@@ -242,7 +248,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
         if (c >= n) continue;
         float y[kE];
         affine_chunk<decltype(terms), kAccess>(h.get(i), affine, i, c, centre, scale, y);
-        f(c, y);
+        f(i, c, y);
       }
     });
   };
@@ -286,7 +292,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   } else if (folds_amax) {
     SumMax stats{0.0f, 0.0f};  // Σ h², max |h·w|
     h.template for_each<kAccess>(at.slot, n, [&](float v, int) { stats.sum += v * v; });
-    for_each_affine(0.0f, 1.0f, [&](int c, const float (&hw)[kE]) {
+    for_each_affine(0.0f, 1.0f, [&](int, int c, const float (&hw)[kE]) {
 #pragma unroll
       for (int e = 0; e < kE; ++e)
         if (c + e < n) stats.max = fmaxf(stats.max, fabsf(hw[e]));
@@ -312,16 +318,25 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
 
   const auto for_each_y = [&](auto&& f) { for_each_affine(mean, rstd, f); };
 
+  // AnyKeepingY keeps y from the amax pass for the stores (no second affine pass: the weight and
+  // bias loads, unpacking and FMAs of every chunk again).
+  constexpr bool kKeepsY = kForms == NormForms::AnyKeepingY;
+  static_assert(!kKeepsY || (!std::is_same_v<Out, T> && std::is_same_v<Tile, RowTile<T, Config>>),
+                "y is kept by quantizing rows held in registers");
+  float kept[kKeepsY ? Tile::kChunks : 1][kE];
+  const bool stores_kept = kKeepsY && wants_amax && !folds_amax;
   float inv_scale = 1.0f;
   if constexpr (!std::is_same_v<Out, T>) {
     if (wants_amax) {
       if (folds_amax) {
         amax *= rstd;
       } else {
-        for_each_y([&](int c, const float (&y)[kE]) {
+        for_each_y([&](int i, int c, const float (&y)[kE]) {
 #pragma unroll
-          for (int e = 0; e < kE; ++e)
+          for (int e = 0; e < kE; ++e) {
             if (c + e < n) amax = fmaxf(amax, fabsf(y[e]));
+            if constexpr (kKeepsY) kept[i][e] = y[e];
+          }
         });
         amax = norm_allreduce<3>(amax, MaxOp{}, p.layout, parity);
       }
@@ -337,13 +352,22 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   }
 
   Out* out = p.y.row<Out>(row, p.rows_per_batch);
-  for_each_y([&](int c, float (&y)[kE]) {
+  const auto store = [&](int, int c, float (&y)[kE]) {
     if constexpr (!std::is_same_v<Out, T>) {
 #pragma unroll
       for (int e = 0; e < kE; ++e) y[e] *= inv_scale;
     }
     store_pack<Out, kE, kAccess>(out, c, n, pack_floats<Out, kE>(y));
-  });
+  };
+  if (stores_kept) {
+#pragma unroll Tile::kUnroll
+    for (int i = 0; i < Tile::kChunks; ++i) {
+      const int c = Tile::column(at.slot, i);
+      if (c < n) store(i, c, kept[i]);
+    }
+  } else {
+    for_each_y(store);
+  }
 }
 
 // One row group per CTA (or cluster), the row held in registers or, for long rows, staged in
