@@ -43,12 +43,12 @@ def flops(batch, heads, seqlen, head_dim, causal):
     return full / 2 if causal else full
 
 
-def time_backend(backend, q, k, v, causal, runs, min_ms, flush):
+def sdpa_run(backend, q, k, v, causal):
+    """One SDPA call on q, k, v [B, H, S, D] with BACKEND: a callable."""
     def run():
         with sdpa_kernel(backend):
             return scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-    return time_run(run, runs, min_ms, flush)
+    return run
 
 
 def varlen_run(name, q, k, v, causal):
@@ -74,6 +74,20 @@ def varlen_run(name, q, k, v, causal):
     else:
         mask = {"window_size": (-1, 0) if causal else (-1, -1)}
     return lambda: varlen_attn(q, k, v, cu, cu, longest, longest, **mask)
+
+
+def measure(entry, make_run, total_flops, args, flush, errors=(RuntimeError,)):
+    """Times the run that make_run() returns into ENTRY (ms, tflops) and prints the case's line; a
+    backend that does not take the case (one of ERRORS) gets its error's first line instead."""
+    case, name = entry["case"], entry["backend"]
+    try:
+        ms = time_run(make_run(), args.runs, args.min_ms, flush)
+        entry.update(ms=ms, tflops=total_flops / ms / 1e9)
+        print(f"{case:<32} {name:<8} {ms:>9.3f} {entry['tflops']:>9.1f}")
+    except errors as e:
+        entry["error"] = str(e).splitlines()[0]
+        print(f"{case:<32} {name:<8} {'n/a':>9} {'':>9}  {entry['error'][:60]}")
+    return entry
 
 
 def time_run(run, runs, min_ms, flush):
@@ -127,17 +141,10 @@ def main():
                            for r in (2, 2, 1))
                 case = f"B{batch} S{seqlen} H{heads} D{head_dim}{' causal' if causal else ''}"
                 for name in args.backend:
-                    backend = BACKENDS[name]
                     entry = {"case": case, "backend": name, "batch": batch, "seqlen": seqlen, "heads": heads,
                              "head_dim": head_dim, "causal": causal, "dtype": args.dtype}
-                    try:
-                        ms = time_backend(backend, q, k, v, causal, args.runs, args.min_ms, flush)
-                        entry.update(ms=ms, tflops=flops(batch, heads, seqlen, head_dim, causal) / ms / 1e9)
-                        print(f"{case:<32} {name:<8} {ms:>9.3f} {entry['tflops']:>9.1f}")
-                    except RuntimeError as e:  # a backend that does not take this case
-                        entry["error"] = str(e).splitlines()[0]
-                        print(f"{case:<32} {name:<8} {'n/a':>9} {'':>9}  {entry['error'][:60]}")
-                    results.append(entry)
+                    results.append(measure(entry, lambda: sdpa_run(BACKENDS[name], q, k, v, causal),
+                                           flops(batch, heads, seqlen, head_dim, causal), args, flush))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
@@ -153,14 +160,9 @@ def varlen_case(args, dtype, head_dim, causal, flush):
     for name in args.backend:
         entry = {"case": case, "backend": name, "varlen": VARLEN_LENGTHS, "heads": heads,
                  "head_dim": head_dim, "causal": causal, "dtype": args.dtype}
-        try:
-            ms = time_run(varlen_run(name, q, k, v, causal), args.runs, args.min_ms, flush)
-            entry.update(ms=ms, tflops=total / ms / 1e9)
-            print(f"{case:<32} {name:<8} {ms:>9.3f} {entry['tflops']:>9.1f}")
-        except (RuntimeError, ImportError, TypeError) as e:  # a backend or release without this case
-            entry["error"] = str(e).splitlines()[0]
-            print(f"{case:<32} {name:<8} {'n/a':>9} {'':>9}  {entry['error'][:60]}")
-        results.append(entry)
+        # A PyTorch release without varlen_attn, or with other arguments, is an error line too.
+        results.append(measure(entry, lambda: varlen_run(name, q, k, v, causal), total, args, flush,
+                               errors=(RuntimeError, ImportError, TypeError)))
     return results
 
 
