@@ -238,20 +238,30 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     }
   }
 
-  // f(i, c, y) for each held chunk i of y = affine(h; centre, scale) (columns c … c + kE, c < n),
-  // the launch's affine terms compiled in.
-  const auto for_each_affine = [&](float centre, float scale, auto&& f) {
+  // f(i, c, y) for each held chunk i of y = affine(h; centre, scale)·out_scale (columns c … c + kE,
+  // c < n), the launch's affine terms compiled in. Without a bias the output scale is folded into
+  // the row's: (h − centre)·(scale·out_scale)·w, one multiply per element fewer.
+  const auto for_each_affine = [&](float centre, float scale, float out_scale, auto&& f) {
     with_affine_terms<kForms>(p, [&](auto terms) {
+      using Terms = decltype(terms);
+      const float row_scale = Terms::kBias ? scale : scale * out_scale;
 #pragma unroll Tile::kUnroll
       for (int i = 0; i < Tile::kChunks; ++i) {
         const int c = Tile::column(at.slot, i);
         if (c >= n) continue;
         float y[kE];
-        affine_chunk<decltype(terms), kAccess>(h.get(i), affine, i, c, centre, scale, y);
+        affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
+        if constexpr (Terms::kBias) {
+#pragma unroll
+          for (int e = 0; e < kE; ++e) y[e] *= out_scale;
+        }
         f(i, c, y);
       }
     });
   };
+  // Columns past n inside a chunk (scalar access only: vector chunks are whole) are left out of
+  // the row's max.
+  const auto counts = [&](int c, int e) { return kAccess == Access::Vector || c + e < n; };
   // max |y| over the row, where the output needs it (an fp8 scale per row, or the tensor's amax).
   // NOTE: RMSNorm without bias has max |y| = rstd·max_j |h_j·w_j|, so that max rides in the sum
   // of squares' reduction: without it, the quantizing kernel ran the affine twice and a third
@@ -290,12 +300,16 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     }
     variance = fmaxf(variance, 0.0f);
   } else if (folds_amax) {
-    SumMax stats{0.0f, 0.0f};  // Σ h², max |h·w|
-    h.template for_each<kAccess>(at.slot, n, [&](float v, int) { stats.sum += v * v; });
-    for_each_affine(0.0f, 1.0f, [&](int, int c, const float (&hw)[kE]) {
+    SumMax stats{0.0f, 0.0f};  // Σ h², max |h·w|, in one pass over the chunks
+    for_each_affine(0.0f, 1.0f, 1.0f, [&](int i, int c, const float (&hw)[kE]) {
+      float hv[kE];
+      unpack_floats<T, kE>(h.get(i), hv);
 #pragma unroll
-      for (int e = 0; e < kE; ++e)
-        if (c + e < n) stats.max = fmaxf(stats.max, fabsf(hw[e]));
+      for (int e = 0; e < kE; ++e) {
+        if (!counts(c, e)) continue;
+        stats.sum += hv[e] * hv[e];
+        stats.max = fmaxf(stats.max, fabsf(hw[e]));
+      }
     });
     stats = norm_allreduce<2>(stats, SumMaxOp{}, p.layout, parity);
     variance = stats.sum * inv_n;
@@ -316,7 +330,6 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     if (p.rstd) p.rstd[row] = rstd;
   }
 
-  const auto for_each_y = [&](auto&& f) { for_each_affine(mean, rstd, f); };
 
   // AnyKeepingY keeps y from the amax pass for the stores (no second affine pass: the weight and
   // bias loads, unpacking and FMAs of every chunk again).
@@ -331,10 +344,10 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       if (folds_amax) {
         amax *= rstd;
       } else {
-        for_each_y([&](int i, int c, const float (&y)[kE]) {
+        for_each_affine(mean, rstd, 1.0f, [&](int i, int c, const float (&y)[kE]) {
 #pragma unroll
           for (int e = 0; e < kE; ++e) {
-            if (c + e < n) amax = fmaxf(amax, fabsf(y[e]));
+            if (counts(c, e)) amax = fmaxf(amax, fabsf(y[e]));
             if constexpr (kKeepsY) kept[i][e] = y[e];
           }
         });
@@ -352,21 +365,20 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   }
 
   Out* out = p.y.row<Out>(row, p.rows_per_batch);
-  const auto store = [&](int, int c, float (&y)[kE]) {
-    if constexpr (!std::is_same_v<Out, T>) {
-#pragma unroll
-      for (int e = 0; e < kE; ++e) y[e] *= inv_scale;
-    }
+  const auto store = [&](int, int c, const float (&y)[kE]) {
     store_pack<Out, kE, kAccess>(out, c, n, pack_floats<Out, kE>(y));
   };
   if (stores_kept) {
 #pragma unroll Tile::kUnroll
     for (int i = 0; i < Tile::kChunks; ++i) {
       const int c = Tile::column(at.slot, i);
-      if (c < n) store(i, c, kept[i]);
+      if (c >= n) continue;
+#pragma unroll
+      for (int e = 0; e < kE; ++e) kept[i][e] *= inv_scale;
+      store(i, c, kept[i]);
     }
   } else {
-    for_each_y(store);
+    for_each_affine(mean, rstd, inv_scale, store);
   }
 }
 

@@ -90,7 +90,9 @@ __device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
     if (threadIdx.x % kWarpThreads == 0) partial[warp] = v;
     __syncthreads();
     const int warps = layout.threads / kWarpThreads;
-    const int first = warp - warp % warps;  // the row's warps are consecutive
+    // The row's warps are consecutive. NOTE: with one row per CTA (rows of 128 threads or more)
+    // they start at warp 0 without the modulo, a software division in every row's reduction.
+    const int first = layout.rows_per_cta == 1 ? 0 : warp - warp % warps;
     v = partial[first];
     for (int w = 1; w < warps; ++w) v = op(v, partial[first + w]);
   }

@@ -77,6 +77,14 @@ template <> struct WordOf<4> { using Type = unsigned int; };
 template <> struct WordOf<2> { using Type = unsigned short; };
 template <> struct WordOf<1> { using Type = unsigned char; };
 
+// A 4-, 8- or 16-byte word from its 32-bit parts, in registers.
+template <class Word, int kWords>
+__device__ __forceinline__ Word word_of(const std::uint32_t (&w)[kWords]) {
+  if constexpr (std::is_same_v<Word, unsigned int>) return w[0];
+  else if constexpr (std::is_same_v<Word, uint2>) return make_uint2(w[0], w[1]);
+  else return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // kElements values of type T stored as one word (a 16-, 8- or 4-byte access).
 template <class T, int kElements>
 union Pack {
@@ -116,10 +124,18 @@ __device__ __forceinline__ Pack<T, kE> pack_floats(const float (&v)[kE]) {
     auto* pair = reinterpret_cast<__half2*>(&pack);
 #pragma unroll
     for (int i = 0; i < kE / 2; ++i) pair[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-  } else if constexpr (std::is_same_v<T, __nv_fp8_e4m3> && kE % 2 == 0) {
-    auto* pair = reinterpret_cast<__nv_fp8x2_storage_t*>(&pack);
+  } else if constexpr (std::is_same_v<T, __nv_fp8_e4m3> && kE % 4 == 0) {
+    // NOTE: the pairs are joined into 32-bit words in registers: written into the union as 2-byte
+    // pieces, every chunk went through an 8-byte stack frame (STL + LDL before each store, SASS of
+    // the quantizing norms, session 11).
+    std::uint32_t words[kE / 4];
 #pragma unroll
-    for (int i = 0; i < kE / 2; ++i) pair[i] = float2_to_e4m3x2(v[2 * i], v[2 * i + 1]);
+    for (int i = 0; i < kE / 4; ++i) {
+      const std::uint32_t low = float2_to_e4m3x2(v[4 * i], v[4 * i + 1]);
+      const std::uint32_t high = float2_to_e4m3x2(v[4 * i + 2], v[4 * i + 3]);
+      words[i] = low | high << 16;
+    }
+    pack.word = word_of<typename Pack<T, kE>::Word>(words);
   } else {
 #pragma unroll
     for (int e = 0; e < kE; ++e) pack.e[e] = Element<T>::store(v[e]);
