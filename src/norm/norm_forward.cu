@@ -140,16 +140,33 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                    rows::shared_bytes<kResidence, T, Config>(p.layout));
     };
     using device::NormForms;
-    // NOTE: the quantizing kernel compiled for RMSNorm without bias alone takes fewer registers (70
-    // against 78 at 4096 bf16 columns), and for short rows keeps y in registers (AnyKeepingY);
-    // both instantiated for rows in registers with vector access only, the common case, to keep
-    // the build's kernels few.
-    constexpr bool kSpecialisable = !std::is_same_v<T, Out> && kAccess() == device::Access::Vector &&
-                                    kResidence() == device::Residence::Registers;
-    if constexpr (kSpecialisable) {
-      if (rms_unbiased) return go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::RmsNormUnbiased>);
-      if (p.layout.threads <= device::kKeepingYMaxRowThreads)
-        return go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::AnyKeepingY>);
+    // NOTE: rows in registers that are exactly their layout's slices (4096 columns, and most
+    // hidden sizes) run kernels without chunk tests (Access::Whole): at 32768×4096 bf16 (session
+    // 11) LayerNorm +2 %, add+RMSNorm +3 %, RMSNorm → e4m3 +14 %, LayerNorm → e4m3 +8 %; plain
+    // RMSNorm, memory-bound with or without them, ran 0.5–1.8 % slower as Whole and keeps its
+    // tests. The quantizing kernels come in two forms: RMSNorm without bias alone (70–74
+    // registers against 78 for Any at 4096 bf16 columns), and short rows keeping y in registers
+    // (AnyKeepingY); other quantizing rows run the general form with its tests: as Whole, Any
+    // took 96 registers against 78 (the weight and bias loads of every chunk hoisted), two
+    // 256-thread CTAs per SM at 8192 columns instead of three. f16 → e4m3 keeps its tests too:
+    // its AnyKeepingY took 127 registers as Whole against 95 (−5 % at 4096 columns).
+    constexpr bool kRegisterVectors = kAccess() == device::Access::Vector && kResidence() == device::Residence::Registers;
+    constexpr device::Access kWhole = device::Access::Whole;
+    if constexpr (kRegisterVectors) {
+      const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
+      if constexpr (std::is_same_v<T, Out>) {
+        if (whole && (a.kind == NormKind::LayerNorm || job.residual != nullptr))
+          return go(device::norm_forward_kernel<T, Out, Config, kWhole, kResidence, NormForms::Any>);
+      } else if constexpr (!std::is_same_v<T, __half>) {
+        if (whole && rms_unbiased)
+          return go(device::norm_forward_kernel<T, Out, Config, kWhole, kResidence, NormForms::RmsNormUnbiased>);
+        if (whole && p.layout.threads <= device::kKeepingYMaxRowThreads)
+          return go(device::norm_forward_kernel<T, Out, Config, kWhole, kResidence, NormForms::AnyKeepingY>);
+      } else {
+        if (rms_unbiased) return go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::RmsNormUnbiased>);
+        if (p.layout.threads <= device::kKeepingYMaxRowThreads)
+          return go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::AnyKeepingY>);
+      }
     }
     go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::Any>);
   });

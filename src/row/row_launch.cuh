@@ -105,10 +105,17 @@ inline device::Access access_for(int chunk_elements, std::int64_t n, std::initia
   return device::Access::Vector;
 }
 
-// The row config of a kernel family's `access` variant: Config itself for Vector, its
+// The row config of a kernel family's `access` variant: Config itself for Vector and Whole, its
 // ScalarRows for Scalar.
 template <class Config, device::Access kAccess>
-using ConfigFor = std::conditional_t<kAccess == device::Access::Vector, Config, device::ScalarRows<Config>>;
+using ConfigFor = std::conditional_t<kAccess == device::Access::Scalar, device::ScalarRows<Config>, Config>;
+
+// Whether rows of n columns read with vector access can be read as Whole under `layout`: every
+// thread's chunks inside its row (the row is exactly its CTAs' slices) and no CTA holding a row
+// past the last.
+inline bool whole_rows(const device::RowLayout& layout, std::int64_t n, std::int64_t rows) {
+  return n == std::int64_t{layout.slice} * layout.cluster && rows % layout.rows_per_cta == 0;
+}
 
 // Calls f(std::integral_constant<Access, access>{}): a kernel template's access as a constant.
 template <class F>

@@ -61,7 +61,7 @@ __device__ inline void store_column_sums(float* out, const float (&sums)[Config:
   for (int i = 0; i < Tile::kChunks; ++i) {
     const int c = Tile::column(slot, i);
     if (c >= n) continue;
-    if constexpr (kAccess == Access::Vector) {
+    if constexpr (kAccess != Access::Scalar) {
       // NOTE: n is a whole number of chunks of T here, so rows of f32 partials stay 16-byte aligned.
 #pragma unroll
       for (int q = 0; q < kE / kFloatsPerChunk; ++q) {

@@ -225,7 +225,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
 #pragma unroll Tile::kUnroll
     for (int i = 0; i < Tile::kChunks; ++i) {
       const int c = Tile::column(at.slot, i);
-      if (c >= n) continue;
+      if (!chunk_in_row<kAccess>(c, n)) continue;
       const auto r = load_pack<T, kE, Cache::Stream, kAccess>(residual, c, n);
       float hv[kE], rv[kE];
       unpack_floats<T, kE>(h.get(i), hv);
@@ -248,7 +248,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
 #pragma unroll Tile::kUnroll
       for (int i = 0; i < Tile::kChunks; ++i) {
         const int c = Tile::column(at.slot, i);
-        if (c >= n) continue;
+        if (!chunk_in_row<kAccess>(c, n)) continue;
         float y[kE];
         affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
         if constexpr (Terms::kBias) {
@@ -261,7 +261,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   };
   // Columns past n inside a chunk (scalar access only: vector chunks are whole) are left out of
   // the row's max.
-  const auto counts = [&](int c, int e) { return kAccess == Access::Vector || c + e < n; };
+  const auto counts = [&](int c, int e) { return kAccess != Access::Scalar || c + e < n; };
   // max |y| over the row, where the output needs it (an fp8 scale per row, or the tensor's amax).
   // NOTE: RMSNorm without bias has max |y| = rstd·max_j |h_j·w_j|, so that max rides in the sum
   // of squares' reduction: without it, the quantizing kernel ran the affine twice and a third
@@ -372,7 +372,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
 #pragma unroll Tile::kUnroll
     for (int i = 0; i < Tile::kChunks; ++i) {
       const int c = Tile::column(at.slot, i);
-      if (c >= n) continue;
+      if (!chunk_in_row<kAccess>(c, n)) continue;
 #pragma unroll
       for (int e = 0; e < kE; ++e) kept[i][e] *= inv_scale;
       store(i, c, kept[i]);

@@ -18,11 +18,22 @@ namespace fusekit::device {
 
 // Vector: every pointer and row stride of the launch is 16-byte aligned (and 16-byte aligned
 // chunks of a narrower output) and the row length is a whole number of chunks, so a chunk is
-// either wholly inside the row or wholly past it; Scalar: element by element, any alignment and
-// length. A kernel is compiled for one of them.
+// either wholly inside the row or wholly past it; Whole: Vector where, besides, every chunk a
+// thread holds lies inside its row (the row is exactly the layout's slices) and every row a CTA
+// holds exists, so no chunk is tested against the row length; Scalar: element by element, any
+// alignment and length. A kernel is compiled for one of them.
 // NOTE: with both paths in one kernel, behind a run-time test per chunk, the scalar path's
-// registers pushed the norm kernels past 64 and they spilled.
-enum class Access : std::uint8_t { Vector, Scalar };
+// registers pushed the norm kernels past 64 and they spilled. The chunk tests of Vector (a compare,
+// a branch and the zero fill of each load) were a quarter of the instructions of the register-row
+// norms at 4096 columns (ncu, session 11).
+enum class Access : std::uint8_t { Vector, Scalar, Whole };
+
+// Whether the chunk starting at column c lies in a row of n columns (always, for Whole).
+template <Access kAccess>
+__device__ __forceinline__ bool chunk_in_row(int c, int n) {
+  if constexpr (kAccess == Access::Whole) return true;
+  else return c < n;
+}
 
 // One tensor's rows: row r of batch b at data + b·batch_stride + r·row_stride (in elements).
 struct RowAddress {
@@ -153,9 +164,9 @@ template <class T, int kElements, Cache kCache, Access kAccess>
 __device__ inline Pack<T, kElements> load_pack(const T* row, int c, int n) {
   using P = Pack<T, kElements>;
   P p;
-  if constexpr (kAccess == Access::Vector) {
+  if constexpr (kAccess != Access::Scalar) {
     const auto* w = reinterpret_cast<const typename P::Word*>(row + c);
-    if (c >= n) {
+    if (!chunk_in_row<kAccess>(c, n)) {
 #pragma unroll
       for (int e = 0; e < kElements; ++e) p.e[e] = Element<T>::store(0.0f);
     } else if constexpr (kCache == Cache::Stream) {
@@ -174,8 +185,8 @@ __device__ inline Pack<T, kElements> load_pack(const T* row, int c, int n) {
 template <class T, int kElements, Access kAccess>
 __device__ inline void store_pack(T* row, int c, int n, const Pack<T, kElements>& p) {
   using P = Pack<T, kElements>;
-  if constexpr (kAccess == Access::Vector) {
-    if (c < n) __stcs(reinterpret_cast<typename P::Word*>(row + c), p.word);
+  if constexpr (kAccess != Access::Scalar) {
+    if (chunk_in_row<kAccess>(c, n)) __stcs(reinterpret_cast<typename P::Word*>(row + c), p.word);
   } else {
 #pragma unroll
     for (int e = 0; e < kElements; ++e)
@@ -235,12 +246,12 @@ struct RowTile {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int c = column(slot, i);
-      if (kAccess == Access::Vector && c >= n) continue;  // a chunk is all in or all out
+      if (kAccess != Access::Scalar && !chunk_in_row<kAccess>(c, n)) continue;  // a chunk is all in or all out
       float v[kElements];
       unpack_floats<T, kElements>(chunk[i], v);
 #pragma unroll
       for (int e = 0; e < kElements; ++e)
-        if (kAccess == Access::Vector || c + e < n) f(v[e], c + e);
+        if (kAccess != Access::Scalar || c + e < n) f(v[e], c + e);
     }
   }
 
@@ -250,7 +261,7 @@ struct RowTile {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int c = column(slot, i);
-      if (c >= n) continue;
+      if (!chunk_in_row<kAccess>(c, n)) continue;
       float v[kElements];
 #pragma unroll
       for (int e = 0; e < kElements; ++e) v[e] = f(i, e, c + e);
