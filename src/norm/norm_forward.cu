@@ -74,6 +74,25 @@ rows::RowShape validate(const NormForwardJob& job) {
   return shape;
 }
 
+// Where a norm's rows live: staged in shared memory from kSharedNormMinChunks chunks, except
+// where registers measured faster. NOTE: measured on the H200 (docs/performance.md, session 11,
+// 8192×16384 and 4096×32768): with the Whole kernels, rows that one 512-thread CTA holds in
+// registers (16384 16-bit columns) ran LayerNorm at 3.70 TB/s against 3.16 staged, add+RMSNorm
+// 3.67 against 3.14, RMSNorm 3.92 against 3.74 (persistent); rows split over a 2-CTA cluster ran
+// add+RMSNorm faster in registers (3.39 against 3.01 at 32768 bf16, 3.52 against 3.20 at 16384
+// f32) but LayerNorm and RMSNorm slower (2.39 against 3.06, 2.85 against 3.81); the quantizing
+// norms lost in registers at every length (1.29 against 2.03 at 16384).
+device::Residence residence_of(const NormForwardJob& job, device::Access access, std::int64_t n) {
+  const DType dtype = job.norm.x.dtype;
+  const device::Residence staged = rows::residence_for(access, n, dtype, device::kSharedNormMinChunks);
+  if (staged == device::Residence::Registers || job.quant != QuantScale::None) return staged;
+  constexpr int kAddNormMaxClusterCtas = 2;
+  const device::RowLayout in_registers = device::plan_rows<device::OneTensorRows>(
+      n, static_cast<int>(dtype_size(dtype)), rows::max_cluster_ctas());
+  const int max_ctas = job.residual != nullptr ? kAddNormMaxClusterCtas : 1;
+  return in_registers.valid() && in_registers.cluster <= max_ctas ? device::Residence::Registers : staged;
+}
+
 template <class T, class Out>
 void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t stream) {
   const NormForwardArgs& a = job.norm;
@@ -102,7 +121,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   if (job.amax) p.amax = static_cast<float*>(job.amax->data);
   const device::Access access =
       rows::access_for(kChunkElements, shape.n, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
-  const device::Residence residence = rows::residence_for(access, shape.n, a.x.dtype, device::kSharedNormMinChunks);
+  const device::Residence residence = residence_of(job, access, shape.n);
   // NOTE: measured on the H200 (docs/performance.md, bf16): the persistent staged kernel ran RMSNorm
   // at 3.57–3.77 TB/s at 16384–32768 columns against 3.17 for a CTA per row, but add+RMSNorm and
   // LayerNorm slower (2.9 against 3.3: each row waits on its residual's loads, one row per CTA at
