@@ -79,7 +79,9 @@ using StagedNormRows = RowConfig<8, kMaxRowThreads / 2, 1, kMaxNonPortableCluste
 // TB/s at 1024–8192 columns against 3.28–3.70 in registers (issue-bound there); RMSNorm staged
 // at 1024–8192 ran 3.36–3.58 against 3.60–3.91 in registers (its weight loads miss the L1 that
 // shared memory crowds out), and LayerNorm and add+RMSNorm likewise; from 16384 columns staging
-// wins for every op (RMSNorm 2.53 → 3.16 at 32768 with a CTA per row, 3.78 persistent).
+// won for every op (RMSNorm 2.53 → 3.16 at 32768 with a CTA per row, 3.78 persistent) until the
+// register kernels lost their chunk tests: the norm launcher now keeps rows that one CTA holds in
+// registers (src/norm/norm_forward.cu, residence_of).
 inline constexpr int kSharedSoftmaxMinChunks = 128;  // 1024 16-bit elements
 inline constexpr int kSharedNormMinChunks = 2048;     // 16384 16-bit elements
 
