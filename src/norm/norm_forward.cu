@@ -170,9 +170,9 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     // 256-thread CTAs per SM at 8192 columns instead of three. f16 → e4m3 keeps its tests too:
     // its AnyKeepingY took 127 registers as Whole against 95 (−5 % at 4096 columns).
     constexpr bool kRegisterVectors = kAccess() == device::Access::Vector && kResidence() == device::Residence::Registers;
-    constexpr device::Access kWhole = device::Access::Whole;
+    [[maybe_unused]] constexpr device::Access kWhole = device::Access::Whole;  // unused by f16 → e4m3
     if constexpr (kRegisterVectors) {
-      const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
+      [[maybe_unused]] const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
       if constexpr (std::is_same_v<T, Out>) {
         if (whole && (a.kind == NormKind::LayerNorm || job.residual != nullptr))
           return go(device::norm_forward_kernel<T, Out, Config, kWhole, kResidence, NormForms::Any>);

@@ -330,7 +330,6 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     if (p.rstd) p.rstd[row] = rstd;
   }
 
-
   // AnyKeepingY keeps y from the amax pass for the stores (no second affine pass: the weight and
   // bias loads, unpacking and FMAs of every chunk again).
   constexpr bool kKeepsY = kForms == NormForms::AnyKeepingY;
