@@ -113,6 +113,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   p.rows = shape.rows;
   p.rows_per_batch = shape.rows_per_batch;
   p.n = static_cast<int>(shape.n);
+  p.inv_n = 1.0f / static_cast<float>(p.n);
   p.eps = a.eps;
   p.kind = a.kind;
   p.quant = job.quant;

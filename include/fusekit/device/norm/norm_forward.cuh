@@ -50,6 +50,7 @@ struct NormForwardParams {
   float* rstd = nullptr;
   std::int64_t rows = 0, rows_per_batch = 1;
   int n = 0;
+  float inv_n = 0.0f;  // 1/n: divided on the host, not in every row (the quantizing norms +2 %)
   RowLayout layout;
   int row_buffers = 2;  // staged kernel: 2 (the next row lands during this one) or 1 (too long for 2)
   float eps = 0.0f;
@@ -271,7 +272,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   const bool folds_amax = wants_amax && kind == NormKind::RmsNorm && !biased<kForms>(p);
   float amax = 0.0f;
 
-  const float inv_n = 1.0f / static_cast<float>(p.n);
+  const float inv_n = p.inv_n;
   float mean = 0.0f;
   float variance = 0.0f;  // LayerNorm: mean((h − mean)²); RMSNorm: mean(h²)
   if (kind == NormKind::LayerNorm) {
