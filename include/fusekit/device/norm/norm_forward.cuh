@@ -38,8 +38,8 @@ enum class NormForms : std::uint8_t { Any, RmsNormUnbiased, AnyKeepingY };
 inline constexpr int kKeepingYMaxRowThreads = 128;
 
 inline constexpr float kE4m3Max = 448.0f;
-// A LayerNorm shift (mean − guess)² up to this many times the variance costs at most 4 of the
-// variance's 24 bits; beyond, the row is reduced again around its mean.
+// A LayerNorm mean² up to this many times the variance costs at most 4 of the variance's 24 bits
+// in Σh²/n − mean²; beyond, the row is reduced again around its mean.
 inline constexpr float kTrustedShift = 16.0f;
 
 struct NormForwardParams {
@@ -189,23 +189,10 @@ __device__ inline V norm_allreduce(V v, Op op, const RowLayout& layout, int pari
   return parity == 0 ? row_allreduce<kSlot>(v, op, layout) : row_allreduce<kSlot + kSites>(v, op, layout);
 }
 
-// LayerNorm's guess of a row's mean: its first element (of x + residual); 0 for RMSNorm.
-// NOTE: the guess must be the same bits in every thread of the row, read before anything of the
-// row is written (residual_out and y may alias x or residual): every thread reads it before the
-// row's first reduction, which no thread passes before every thread has arrived.
-template <class T, NormForms kForms>
-__device__ inline float mean_guess(const NormForwardParams& p, std::int64_t row) {
-  if (kind_of<kForms>(p) != NormKind::LayerNorm) return 0.0f;
-  float guess = Element<T>::load(p.x.row<const T>(row, p.rows_per_batch)[0]);
-  if (p.residual.data != nullptr) guess += Element<T>::load(p.residual.row<const T>(row, p.rows_per_batch)[0]);
-  return guess;
-}
-
-// One row (or this CTA's slice of it) of a thread group: h holds x, landed; `guess` is
-// mean_guess of the row.
+// One row (or this CTA's slice of it) of a thread group: h holds x, landed.
 template <class T, class Out, class Config, Access kAccess, NormForms kForms, class Tile, class Affine>
 __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPosition& at, Tile& h,
-                                        const Affine& affine, int parity, float guess) {
+                                        const Affine& affine, int parity) {
   constexpr int kE = Tile::kElements;
   const NormKind kind = kind_of<kForms>(p);
   // NOTE: a row past the end (the last group of packed short rows) holds no columns but still
@@ -215,11 +202,9 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   const std::int64_t row = at.address(p.rows);
 
   const T* residual = p.residual.data != nullptr ? p.residual.row<const T>(row, p.rows_per_batch) : nullptr;
-  // NOTE: RMSNorm stores the updated residual inside the add loop, overlapping the stores with the
+  // NOTE: the updated residual is stored inside the add loop, overlapping the stores with the
   // loads still in flight (3.82 TB/s against 3.49 with the stores after the statistics, add+RMSNorm
-  // 32768×4096 bf16). LayerNorm must wait for its first reduction: another thread of the row may
-  // not yet have read the guess that an in-place store would overwrite.
-  const bool store_in_add = kind != NormKind::LayerNorm;
+  // 32768×4096 bf16); each thread stores only the chunks it has read, so in place is safe.
   T* residual_out = residual != nullptr ? p.residual_out.row<T>(row, p.rows_per_batch) : nullptr;
   if (residual != nullptr) {
     // NOTE: the residual is added chunk by chunk, so a second tile never occupies registers.
@@ -235,7 +220,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       for (int e = 0; e < kE; ++e) hv[e] += rv[e];
       const auto sum = pack_floats<T, kE>(hv);
       h.put(i, sum);
-      if (store_in_add) store_pack<T, kE, kAccess>(residual_out, c, n, sum);
+      store_pack<T, kE, kAccess>(residual_out, c, n, sum);
     }
   }
 
@@ -276,11 +261,12 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   float mean = 0.0f;
   float variance = 0.0f;  // LayerNorm: mean((h − mean)²); RMSNorm: mean(h²)
   if (kind == NormKind::LayerNorm) {
-    // NOTE: one reduction of Σ(h − k) and Σ(h − k)² around a guess k of the mean (the row's first
-    // element): mean = k + Σ(h − k)/n, var = Σ(h − k)²/n − (mean − k)². The subtraction loses
-    // bits only when (mean − k)² ≫ var, so rows whose first element lies far out in the tail take
-    // a second reduction centred on that mean (a branch every thread of the row takes alike).
-    // Two reductions for every row (mean, then centred) ran at 3.08 TB/s at 32768×4096 bf16.
+    // NOTE: one reduction of Σh and Σh²: mean = Σh/n, var = Σh²/n − mean². The subtraction loses
+    // bits only when mean² ≫ var, so rows far off zero take a second reduction centred on that
+    // mean (a branch every thread of the row takes alike). Two reductions for every row (mean,
+    // then centred) ran at 3.08 TB/s at 32768×4096 bf16; centring the first one on the row's
+    // first element (a load every row waits on, and a subtraction per element) ran LayerNorm →
+    // e4m3 at 2.36 TB/s against 2.63 and long rows 3–4 % slower (session 12, run 5).
     const auto centred = [&](float centre) {
       SumPair dev{0.0f, 0.0f};
       h.template for_each<kAccess>(at.slot, n, [&](float v, int) {
@@ -289,9 +275,9 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       });
       return dev;
     };
-    SumPair dev = norm_allreduce<0>(centred(guess), SumPairOp{}, p.layout, parity);
+    SumPair dev = norm_allreduce<0>(centred(0.0f), SumPairOp{}, p.layout, parity);
     float shift = dev.first * inv_n;
-    mean = guess + shift;
+    mean = shift;
     variance = dev.second * inv_n - shift * shift;
     if (shift * shift > kTrustedShift * variance) {
       dev = norm_allreduce<1>(centred(mean), SumPairOp{}, p.layout, parity);
@@ -321,11 +307,6 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     variance = norm_allreduce<2>(squares, SumOp{}, p.layout, parity) * inv_n;
   }
   const float rstd = rsqrtf(variance + p.eps);
-  if (residual != nullptr && !store_in_add) {
-#pragma unroll Tile::kUnroll
-    for (int i = 0; i < Tile::kChunks; ++i)
-      store_pack<T, kE, kAccess>(residual_out, Tile::column(at.slot, i), n, h.get(i));
-  }
   if (live && at.leader()) {
     if (p.mean) p.mean[row] = mean;
     if (p.rstd) p.rstd[row] = rstd;
@@ -391,12 +372,8 @@ __global__ void __launch_bounds__(Config::kMaxThreads, Config::kMinCtas) norm_fo
   const int n = at.row < p.rows ? p.n : 0;
   TileOf<kResidence, T, Config> h(at.slot);
   h.template load<kAccess>(p.x.row<const T>(at.address(p.rows), p.rows_per_batch), at.slot, n);
-  // NOTE: the guess is read after the row's loads are issued: read first, its latency came
-  // before theirs (the compiler kept the order), and the wait on it took 8% of LayerNorm's stall
-  // samples at 32768×4096 bf16 (ncu, session 5).
-  const float guess = mean_guess<T, kForms>(p, at.address(p.rows));
   const AffineSource<Residence::Registers, T, Config> affine(p, at.slot, n);
-  norm_forward_row<T, Out, Config, kAccess, kForms>(p, at, h, affine, 0, guess);
+  norm_forward_row<T, Out, Config, kAccess, kForms>(p, at, h, affine, 0);
   cluster_finish(p.layout);
 }
 
@@ -418,15 +395,11 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_staged_ke
   };
   if (first.row < p.rows) copy_row(first.row, 0);
   Tile::commit();
-  // NOTE: the next row's guess of the mean is loaded with its copy, a row ahead: read when needed,
-  // its latency stalled every LayerNorm row (one row per CTA at a time: 1.8 TB/s at 16384 columns).
-  float guess = first.row < p.rows ? mean_guess<T, NormForms::Any>(p, first.row) : 0.0f;
   int iteration = 0;
   for (std::int64_t row = first.row; row < p.rows; row += groups, ++iteration) {
     const int parity = iteration % 2;
     const bool more = row + groups < p.rows;
     const int buffer = double_buffered ? parity : 0;
-    const float next_guess = more ? mean_guess<T, NormForms::Any>(p, row + groups) : 0.0f;
     if (double_buffered) {
       if (more) copy_row(row + groups, 1 - parity);
       Tile::commit();
@@ -435,8 +408,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_forward_staged_ke
       Tile::template wait<0>();
     }
     Tile h(first.slot, buffers + buffer);
-    norm_forward_row<T, Out, Config, Access::Vector, NormForms::Any>(p, RowPosition{row, first.slot}, h, affine, parity, guess);
-    guess = next_guess;
+    norm_forward_row<T, Out, Config, Access::Vector, NormForms::Any>(p, RowPosition{row, first.slot}, h, affine, parity);
     if (!double_buffered && more) {
       copy_row(row + groups, 0);  // this thread's own chunks, all read above
       Tile::commit();
