@@ -8,6 +8,7 @@
 // long rows, in shared memory (device/row/shared_row_tile.cuh), so the statistics take two
 // passes over the chip, not over memory: the centred second pass keeps
 // the variance accurate when |mean| ≫ spread.
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -28,7 +29,7 @@ enum class QuantScale : std::uint8_t {
 // The norms a kernel is compiled for. Any: the kind and the bias are run-time arguments, so every
 // launch holds the registers of LayerNorm's paths. RmsNormUnbiased: RMSNorm without bias compiled
 // in, for the quantizing kernel, whose max |y| then rides in the sum of squares' reduction (at 4096
-// bf16 columns 70 registers against 78 for Any: 28 warps per SM against 24; ptxas, session 7).
+// bf16 columns 70 registers against 78 for Any in session 7, before NormLaunchBounds capped both).
 // AnyKeepingY: Any for the quantizing kernel with rows in registers, keeping y from the amax pass
 // for the stores instead of a second affine pass: LayerNorm → e4m3 +8–13 % at 1024–4096 bf16
 // columns, but 95 registers against 78, and −8 % at 8192 columns, where a row's 256-thread CTAs
@@ -36,6 +37,25 @@ enum class QuantScale : std::uint8_t {
 // kKeepingYMaxRowThreads threads.
 enum class NormForms : std::uint8_t { Any, RmsNormUnbiased, AnyKeepingY };
 inline constexpr int kKeepingYMaxRowThreads = 128;
+
+// A norm forward kernel's launch bounds: its config's, except for the quantizing kernels, which
+// are capped where they fit without spills (ptxas, sm_80 and sm_90a): AnyKeepingY at 80 registers
+// (its CTAs are at most kKeepingYMaxRowThreads threads: six per SM against five at 96; seven
+// spilled), the others at 64 (two 512-thread CTAs: at 4096 bf16 columns eight 128-thread CTAs
+// per SM against seven at 72).
+// NOTE: these kernels are bound by latency as much as by issue: warps count (session 12, run 6:
+// RMSNorm → e4m3 +3 %, LayerNorm → e4m3 +8 % at 32768×4096 bf16, +12 % RMSNorm → e4m3 at 8192).
+template <class T, class Out, class Config, NormForms kForms>
+struct NormLaunchBounds {
+  static constexpr bool kQuantizing = !std::is_same_v<T, Out>;
+  static constexpr int kKeepingYCtas = 6;
+  static constexpr int kQuantizingCtas = 2;
+  static_assert(kKeepingYMaxRowThreads >= kMinBlockThreads, "a keeping-y CTA is one row or packed short rows");
+  static constexpr int kMaxThreads = kForms == NormForms::AnyKeepingY ? kKeepingYMaxRowThreads : Config::kMaxThreads;
+  static constexpr int kMinCtas = !kQuantizing                         ? Config::kMinCtas
+                                  : kForms == NormForms::AnyKeepingY ? kKeepingYCtas
+                                                                     : std::max(Config::kMinCtas, kQuantizingCtas);
+};
 
 inline constexpr float kE4m3Max = 448.0f;
 // A LayerNorm mean² up to this many times the variance costs at most 4 of the variance's 24 bits
@@ -245,9 +265,6 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       }
     });
   };
-  // Columns past n inside a chunk (scalar access only: vector chunks are whole) are left out of
-  // the row's max.
-  const auto counts = [&](int c, int e) { return kAccess != Access::Scalar || c + e < n; };
   // max |y| over the row, where the output needs it (an fp8 scale per row, or the tensor's amax).
   // NOTE: RMSNorm without bias has max |y| = rstd·max_j |h_j·w_j|, so that max rides in the sum
   // of squares' reduction: without it, the quantizing kernel ran the affine twice and a third
@@ -293,7 +310,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       unpack_floats<T, kE>(h.get(i), hv);
 #pragma unroll
       for (int e = 0; e < kE; ++e) {
-        if (!counts(c, e)) continue;
+        if (!element_in_row<kAccess>(c, e, n)) continue;
         stats.sum += hv[e] * hv[e];
         stats.max = fmaxf(stats.max, fabsf(hw[e]));
       }
@@ -328,7 +345,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
         for_each_affine(mean, rstd, 1.0f, [&](int i, int c, const float (&y)[kE]) {
 #pragma unroll
           for (int e = 0; e < kE; ++e) {
-            if (counts(c, e)) amax = fmaxf(amax, fabsf(y[e]));
+            if (element_in_row<kAccess>(c, e, n)) amax = fmaxf(amax, fabsf(y[e]));
             if constexpr (kKeepsY) kept[i][e] = y[e];
           }
         });
@@ -336,10 +353,10 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       }
       if (live && at.leader() && p.amax) atomic_max_nonnegative(p.amax, amax);
       if (p.quant == QuantScale::PerRow) {
-        // NOTE: an all-zero row gets scale 1 (any scale represents it; 0 would not invert).
-        const float scale = amax > 0.0f ? amax / kE4m3Max : 1.0f;
-        inv_scale = 1.0f / scale;
-        if (live && at.leader()) p.row_scale[row] = scale;
+        // NOTE: an all-zero row gets scale 1 (any scale represents it; 0 would not invert). The
+        // stores take 448/amax: one division instead of two (1/scale; measured neutral, session 12).
+        inv_scale = amax > 0.0f ? kE4m3Max / amax : 1.0f;
+        if (live && at.leader()) p.row_scale[row] = amax > 0.0f ? amax / kE4m3Max : 1.0f;
       }
     }
     if (p.quant == QuantScale::PerTensor) inv_scale = 1.0f / *p.tensor_scale;
@@ -366,7 +383,9 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
 // One row group per CTA (or cluster), the row held in registers or, for long rows, staged in
 // shared memory; the weight and bias are read through L1.
 template <class T, class Out, class Config, Access kAccess, Residence kResidence, NormForms kForms>
-__global__ void __launch_bounds__(Config::kMaxThreads, Config::kMinCtas) norm_forward_kernel(const NormForwardParams p) {
+__global__ void __launch_bounds__(NormLaunchBounds<T, Out, Config, kForms>::kMaxThreads,
+                                  NormLaunchBounds<T, Out, Config, kForms>::kMinCtas)
+    norm_forward_kernel(const NormForwardParams p) {
   cluster_begin(p.layout);
   const RowPosition at = RowPosition::of(p.layout);
   const int n = at.row < p.rows ? p.n : 0;

@@ -35,6 +35,13 @@ __device__ __forceinline__ bool chunk_in_row(int c, int n) {
   else return c < n;
 }
 
+// Whether element e of the chunk starting at column c lies in a row of n columns (always, for
+// vector chunks: a row holds them whole or not at all).
+template <Access kAccess>
+__device__ __forceinline__ bool element_in_row(int c, int e, int n) {
+  return kAccess != Access::Scalar || c + e < n;
+}
+
 // One tensor's rows: row r of batch b at data + b·batch_stride + r·row_stride (in elements).
 struct RowAddress {
   void* data = nullptr;
@@ -251,7 +258,7 @@ struct RowTile {
       unpack_floats<T, kElements>(chunk[i], v);
 #pragma unroll
       for (int e = 0; e < kElements; ++e)
-        if (kAccess != Access::Scalar || c + e < n) f(v[e], c + e);
+        if (element_in_row<kAccess>(c, e, n)) f(v[e], c + e);
     }
   }
 
