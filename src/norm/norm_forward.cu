@@ -169,7 +169,9 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     // (AnyKeepingY); other quantizing rows run the general form with its tests: as Whole, Any
     // took 96 registers against 78 (the weight and bias loads of every chunk hoisted), two
     // 256-thread CTAs per SM at 8192 columns instead of three. f16 → e4m3 keeps its tests too:
-    // its AnyKeepingY took 127 registers as Whole against 95 (−5 % at 4096 columns).
+    // its AnyKeepingY took 127 registers as Whole against 95 (−5 % at 4096 columns), and under
+    // NormLaunchBounds' cap of 80 it spills (session 12). (Register counts from sessions 7–11,
+    // before NormLaunchBounds capped the quantizing forms: see norm_forward.cuh.)
     constexpr bool kRegisterVectors = kAccess() == device::Access::Vector && kResidence() == device::Residence::Registers;
     [[maybe_unused]] constexpr device::Access kWhole = device::Access::Whole;  // unused by f16 → e4m3
     if constexpr (kRegisterVectors) {
