@@ -74,23 +74,30 @@ rows::RowShape validate(const NormForwardJob& job) {
   return shape;
 }
 
-// Where a norm's rows live: staged in shared memory from kSharedNormMinChunks chunks, except
-// where registers measured faster. NOTE: measured on the H200 (docs/performance.md, session 11,
-// 8192×16384 and 4096×32768): with the Whole kernels, rows that one 512-thread CTA holds in
-// registers (16384 16-bit columns) ran LayerNorm at 3.70 TB/s against 3.16 staged, add+RMSNorm
-// 3.67 against 3.14, RMSNorm 3.92 against 3.74 (persistent); rows split over a 2-CTA cluster ran
-// add+RMSNorm faster in registers (3.39 against 3.01 at 32768 bf16, 3.52 against 3.20 at 16384
-// f32) but LayerNorm and RMSNorm slower (2.39 against 3.06, 2.85 against 3.81); the quantizing
-// norms lost in registers at every length (1.29 against 2.03 at 16384).
+// Where a norm's rows live: in registers while one CTA holds them, else read twice (the second
+// time from L2), else staged in shared memory; quantizing norms stage from kSharedNormMinChunks.
+// NOTE: measured on the H200 (docs/performance.md): registers against staged at 16384 16-bit
+// columns (session 11): LayerNorm 3.70 TB/s against 3.16, add+RMSNorm 3.67 against 3.14, RMSNorm
+// 3.92 against 3.74 (persistent); read twice against the previous choice (session 13, bf16):
+// LayerNorm 3.18 → 3.70 and 2.63 → 3.22 at 32768 and 65536 columns, RMSNorm 3.80 → 3.96 and
+// 3.57 → 3.73 (persistent staged), add+RMSNorm 3.43 → 3.58 (a 2-CTA cluster in registers),
+// 2.93 → 3.54 and 2.80 → 3.26 at 131072; LayerNorm and RMSNorm at 131072 (16 chunks per thread)
+// ran 6 % and 3 % slower read twice than staged. The quantizing norms lost in registers at
+// every length (1.29 against 2.03 at 16384) and read twice would read y's row three times.
 device::Residence residence_of(const NormForwardJob& job, device::Access access, std::int64_t n) {
-  const DType dtype = job.norm.x.dtype;
-  const device::Residence staged = rows::residence_for(access, n, dtype, device::kSharedNormMinChunks);
+  const NormForwardArgs& a = job.norm;
+  const int element = static_cast<int>(dtype_size(a.x.dtype));
+  const device::Residence staged = rows::residence_for(access, n, a.x.dtype, device::kSharedNormMinChunks);
   if (staged == device::Residence::Registers || job.quant != QuantScale::None) return staged;
-  constexpr int kAddNormMaxClusterCtas = 2;
-  const device::RowLayout in_registers = device::plan_rows<device::OneTensorRows>(
-      n, static_cast<int>(dtype_size(dtype)), rows::max_cluster_ctas());
-  const int max_ctas = job.residual != nullptr ? kAddNormMaxClusterCtas : 1;
-  return in_registers.valid() && in_registers.cluster <= max_ctas ? device::Residence::Registers : staged;
+  const device::RowLayout in_registers = device::plan_rows<device::OneTensorRows>(n, element, rows::max_cluster_ctas());
+  if (in_registers.valid() && in_registers.cluster == 1) return device::Residence::Registers;
+  const device::RowLayout reread = device::plan_reread_rows(n, element);
+  if (!reread.valid()) return staged;
+  // Rows past kRereadThreadChunks chunks per thread (a 1024-thread CTA) keep more of themselves in
+  // L2 at once: there only add+norm rereads (its staged kernel waits on the residual's loads).
+  const std::int64_t chunks = n / (device::kChunkBytes / element);
+  const bool within = chunks <= std::int64_t{reread.threads} * device::kRereadThreadChunks;
+  return within || job.residual != nullptr ? device::Residence::Reread : staged;
 }
 
 template <class T, class Out>
@@ -152,9 +159,11 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     return;
   }
   const bool rms_unbiased = a.kind == NormKind::RmsNorm && a.bias.data == nullptr;
-  rows::with_placement(access, residence, [&](auto kAccess, auto kResidence) {
+  rows::with_placement<std::is_same_v<T, Out>>(access, residence, [&](auto kAccess, auto kResidence) {
     using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
-    p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
+    p.layout = kResidence() == device::Residence::Reread
+                   ? device::plan_reread_rows(shape.n, static_cast<int>(dtype_size(a.x.dtype)))
+                   : rows::plan<Config>("x", shape.n, a.x.dtype);
     const auto go = [&](auto kernel) {
       rows::launch(kernel, p.layout, shape.rows, p, stream, "norm_forward_kernel",
                    rows::shared_bytes<kResidence, T, Config>(p.layout));

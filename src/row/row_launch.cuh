@@ -124,20 +124,26 @@ void with_access(device::Access access, F&& f) {
   else f(std::integral_constant<device::Access, device::Access::Scalar>{});
 }
 
-// Calls f(std::integral_constant<Residence, residence>{}).
-template <class F>
+// Calls f(std::integral_constant<Residence, residence>{}); Reread only for kernel families that
+// have reread kernels (kRereads: the norm forward's).
+template <bool kRereads, class F>
 void with_residence(device::Residence residence, F&& f) {
-  if (residence == device::Residence::Shared)
-    f(std::integral_constant<device::Residence, device::Residence::Shared>{});
-  else f(std::integral_constant<device::Residence, device::Residence::Registers>{});
+  switch (residence) {
+    case device::Residence::Shared: return f(std::integral_constant<device::Residence, device::Residence::Shared>{});
+    case device::Residence::Reread:
+      if constexpr (kRereads) return f(std::integral_constant<device::Residence, device::Residence::Reread>{});
+      else throw Error(ErrorKind::Unsupported, "rows read twice: not for this kernel family");
+    case device::Residence::Registers:
+      return f(std::integral_constant<device::Residence, device::Residence::Registers>{});
+  }
 }
 
 // Calls f(access, residence) as constants for the kernels that exist: rows staged in shared
-// memory are read as whole vectors only.
-template <class F>
+// memory or reread are read as whole vectors only.
+template <bool kRereads = false, class F>
 void with_placement(device::Access access, device::Residence residence, F&& f) {
   with_access(access, [&](auto kAccess) {
-    with_residence(residence, [&](auto kResidence) {
+    with_residence<kRereads>(residence, [&](auto kResidence) {
       if constexpr (kAccess() == device::Access::Vector || kResidence() == device::Residence::Registers)
         f(kAccess, kResidence);
     });
@@ -187,8 +193,9 @@ inline device::Residence residence_for(device::Access access, std::int64_t n, DT
 // The row config of a kernel family for `access` and `residence`: SharedRows for rows staged in
 // shared memory, ConfigFor<Config, access> otherwise.
 template <class Config, device::Access kAccess, device::Residence kResidence>
-using ResidentConfig =
-    std::conditional_t<kResidence == device::Residence::Shared, device::SharedRows, ConfigFor<Config, kAccess>>;
+using ResidentConfig = std::conditional_t<
+    kResidence == device::Residence::Shared, device::SharedRows,
+    std::conditional_t<kResidence == device::Residence::Reread, device::RereadRows, ConfigFor<Config, kAccess>>>;
 
 // A row kernel's launch configuration: its CTA, dynamic shared memory and cluster (the kernel's
 // attributes set for them); the caller sets the grid.

@@ -171,6 +171,36 @@ TEST_P(NormForwardGpu, RowsFarOffZeroOrWithAnOutlier) {
   }
 }
 
+// Long rows are read twice (device/row/reread_row_tile.cuh): in place, each thread's second read
+// of a chunk must come before its store there, and no other thread's store may land first.
+TEST_P(NormForwardGpu, InPlaceLongRows) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  for (const Shape& s : {Shape{5, 32768, 32768}, Shape{3, 65536, 65536}, Shape{2, 40000, 40000}}) {
+    if (!supported(dt, s)) continue;
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n);
+    Padded x(dt, s);
+    DeviceTensor weight(dt, {s.n}), bias(dt, {s.n});
+    fill_uniform(x.view, seed, -3.0f, 3.0f);
+    fill_uniform(weight, seed + 1, -2.0f, 2.0f);
+    fill_uniform(bias, seed + 2, -1.0f, 1.0f);
+    const auto before = to_matrix(x.view);
+    NormForwardArgs a;
+    a.kind = kind;
+    a.x = x.view;
+    a.y = x.view;  // in place
+    a.weight = weight;
+    if (kind == NormKind::LayerNorm) a.bias = bias;
+    a.eps = kEps;
+    norm_forward(a);
+    const auto want = reference::norm_forward(kind, before, download(weight),
+                                              kind == NormKind::LayerNorm ? download(bias) : std::vector<double>{}, kEps);
+    EXPECT_LE(rel_l2(download(x.view), want.y.data), bench::tolerance(dt));
+  }
+}
+
 TEST_P(NormForwardGpu, InPlaceAndBatched) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();

@@ -112,6 +112,28 @@ TEST(RowConfig, StagedNormRowsNarrowTheirCtasToTheSharedMemoryBudget) {
   EXPECT_EQ(plan_rows<StagedNormRows>(262144, kF32, kMaxNonPortableClusterCtas).cluster, 16);
 }
 
+TEST(RowConfig, RereadRowsTakeACtaOfAtMostEightChunksPerThread) {
+  // 16-bit rows: 32768 → 4096 chunks → 512 threads; 65536 → 1024; 40000 → 5000 chunks → 20 warps
+  // (some threads hold 7 chunks); 131072 → one 1024-thread CTA of 16 chunks each; f32 65536 alike.
+  EXPECT_EQ(plan_reread_rows(32768, kBf16).threads, 512);
+  EXPECT_EQ(plan_reread_rows(65536, kBf16).threads, kMaxRowThreads);
+  EXPECT_EQ(plan_reread_rows(40000, kBf16).threads, 640);
+  const RowLayout longest_bf16 = plan_reread_rows(131072, kBf16);
+  EXPECT_EQ(longest_bf16.threads, kMaxRowThreads);
+  EXPECT_EQ(longest_bf16.cluster, 1);
+  EXPECT_EQ(longest_bf16.rows_per_cta, 1);
+  EXPECT_GE(std::int64_t{longest_bf16.slice}, 131072);
+  EXPECT_EQ(plan_reread_rows(65536, kF32).threads, kMaxRowThreads);
+  // Longer rows are not read twice: no cluster.
+  EXPECT_FALSE(plan_reread_rows(131080, kBf16).valid());
+  EXPECT_FALSE(plan_reread_rows(65537, kF32).valid());
+  for (const std::int64_t n : {16384, 32768, 40000, 65536, 131072}) {
+    const RowLayout layout = plan_reread_rows(n, kBf16);
+    EXPECT_GE(std::int64_t{layout.slice}, n) << n;
+    EXPECT_EQ(layout.threads % kWarpThreads, 0) << n;
+  }
+}
+
 TEST(RowConfig, EmptyRowsHaveNoLayout) { EXPECT_FALSE(plan<One>(0, kBf16, kMaxClusterCtas).valid()); }
 
 }  // namespace

@@ -5,9 +5,10 @@
 // per row (amax(y)/448, written out).
 //
 // The row stays on chip from the load to the store, in registers (device/row/row_tile.cuh) or, for
-// long rows, in shared memory (device/row/shared_row_tile.cuh), so the statistics take two
-// passes over the chip, not over memory: the centred second pass keeps
-// the variance accurate when |mean| ≫ spread.
+// long rows, in shared memory (device/row/shared_row_tile.cuh) or L2 (read twice from memory's
+// point of view once: device/row/reread_row_tile.cuh), so a second pass over the row (the output;
+// the centred second reduction that keeps the variance accurate when |mean| ≫ spread) costs no
+// memory traffic.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -15,6 +16,7 @@
 #include "fusekit/device/row/row_reduce.cuh"
 #include "fusekit/device/row/row_tile.cuh"
 #include "fusekit/device/row/shared_row_tile.cuh"
+#include "fusekit/device/row/tile_of.cuh"
 #include "fusekit/norm.hpp"
 
 namespace fusekit::device {
@@ -176,11 +178,9 @@ __device__ __forceinline__ void with_affine_terms(const NormForwardParams& p, F&
 
 // y of chunk i of the row (columns c … c + kE), h its values: (h − mean)·rstd·w + b, the terms
 // of `Terms` only.
-template <class Terms, Access kAccess, class T, int kE, class Affine>
-__device__ __forceinline__ void affine_chunk(const Pack<T, kE>& h, const Affine& affine, int i, int c, float mean,
-                                             float rstd, float (&y)[kE]) {
-  Pack<T, kE> w, b;
-  affine.template chunk<kAccess, Terms::kWeight, Terms::kBias>(i, c, w, b);
+template <class Terms, class T, int kE>
+__device__ __forceinline__ void affine_values(const Pack<T, kE>& h, const Pack<T, kE>& w, const Pack<T, kE>& b,
+                                              float mean, float rstd, float (&y)[kE]) {
   float wv[kE], bv[kE];
   unpack_floats<T, kE>(h, y);
   if constexpr (Terms::kWeight) unpack_floats<T, kE>(w, wv);
@@ -194,6 +194,33 @@ __device__ __forceinline__ void affine_chunk(const Pack<T, kE>& h, const Affine&
     else y[e] = centred * scale;
   }
 }
+
+// affine_values with chunk i's weight and bias read from `affine`.
+template <class Terms, Access kAccess, class T, int kE, class Affine>
+__device__ __forceinline__ void affine_chunk(const Pack<T, kE>& h, const Affine& affine, int i, int c, float mean,
+                                             float rstd, float (&y)[kE]) {
+  Pack<T, kE> w, b;
+  affine.template chunk<kAccess, Terms::kWeight, Terms::kBias>(i, c, w, b);
+  affine_values<Terms>(h, w, b, mean, rstd, y);
+}
+
+// A chunk of a reread row with its weight and bias, loaded together (for_chunk_batches).
+template <class T, int kE>
+struct AffineOperands {
+  Pack<T, kE> h, w, b;
+};
+// Chunks per batch of a reread row's output pass: 16 data registers per thread, whatever the
+// affine terms load beside the row.
+template <class Terms>
+inline constexpr int kRereadAffineBatch = RereadRowTile<float, RereadRows>::kBatch /
+                                          (Terms::kWeight && Terms::kBias ? 4 : Terms::kWeight || Terms::kBias ? 2 : 1);
+// A chunk of a reread row and of its residual, loaded together.
+template <class T, int kE>
+struct AddOperands {
+  Pack<T, kE> x, residual;
+};
+// Chunks per batch of a reread row's residual add.
+inline constexpr int kRereadAddBatch = RereadRowTile<float, RereadRows>::kBatch / 2;
 
 // NOTE: non-negative floats order like their bit patterns, so an integer atomicMax is a float max.
 __device__ inline void atomic_max_nonnegative(float* address, float value) {
@@ -226,7 +253,27 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   // loads still in flight (3.82 TB/s against 3.49 with the stores after the statistics, add+RMSNorm
   // 32768×4096 bf16); each thread stores only the chunks it has read, so in place is safe.
   T* residual_out = residual != nullptr ? p.residual_out.row<T>(row, p.rows_per_batch) : nullptr;
-  if (residual != nullptr) {
+  constexpr bool kRereads = Tile::kResidence == Residence::Reread;
+  static_assert(!kRereads || std::is_same_v<T, Out>, "quantizing norms keep their rows on chip");
+  if constexpr (kRereads) {
+    if (residual != nullptr) {
+      // h = x + residual is stored as residual_out, and read back from there.
+      for_chunk_batches<Tile, kRereadAddBatch>(
+          at.slot, n,
+          [&](int i, int c) {
+            return AddOperands<T, kE>{h.get(i), load_pack<T, kE, Cache::Stream, kAccess>(residual, c, n)};
+          },
+          [&](int, int c, const AddOperands<T, kE>& d) {
+            float hv[kE], rv[kE];
+            unpack_floats<T, kE>(d.x, hv);
+            unpack_floats<T, kE>(d.residual, rv);
+#pragma unroll
+            for (int e = 0; e < kE; ++e) hv[e] += rv[e];
+            store_pack<T, kE, kAccess>(residual_out, c, n, pack_floats<T, kE>(hv));
+          });
+      h.rebase(residual_out);
+    }
+  } else if (residual != nullptr) {
     // NOTE: the residual is added chunk by chunk, so a second tile never occupies registers.
 #pragma unroll Tile::kUnroll
     for (int i = 0; i < Tile::kChunks; ++i) {
@@ -251,17 +298,38 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     with_affine_terms<kForms>(p, [&](auto terms) {
       using Terms = decltype(terms);
       const float row_scale = Terms::kBias ? scale : scale * out_scale;
-#pragma unroll Tile::kUnroll
-      for (int i = 0; i < Tile::kChunks; ++i) {
-        const int c = Tile::column(at.slot, i);
-        if (!chunk_in_row<kAccess>(c, n)) continue;
-        float y[kE];
-        affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
-        if constexpr (Terms::kBias) {
+      if constexpr (kRereads) {
+        // A batch's row chunks, weights and biases are all loaded before its first store.
+        for_chunk_batches<Tile, kRereadAffineBatch<Terms>>(
+            at.slot, n,
+            [&](int i, int c) {
+              AffineOperands<T, kE> d;
+              d.h = h.get(i);
+              affine.template chunk<kAccess, Terms::kWeight, Terms::kBias>(i, c, d.w, d.b);
+              return d;
+            },
+            [&](int i, int c, const AffineOperands<T, kE>& d) {
+              float y[kE];
+              affine_values<Terms>(d.h, d.w, d.b, centre, row_scale, y);
+              if constexpr (Terms::kBias) {
 #pragma unroll
-          for (int e = 0; e < kE; ++e) y[e] *= out_scale;
+                for (int e = 0; e < kE; ++e) y[e] *= out_scale;
+              }
+              f(i, c, y);
+            });
+      } else {
+#pragma unroll Tile::kUnroll
+        for (int i = 0; i < Tile::kChunks; ++i) {
+          const int c = Tile::column(at.slot, i);
+          if (!chunk_in_row<kAccess>(c, n)) continue;
+          float y[kE];
+          affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
+          if constexpr (Terms::kBias) {
+#pragma unroll
+            for (int e = 0; e < kE; ++e) y[e] *= out_scale;
+          }
+          f(i, c, y);
         }
-        f(i, c, y);
       }
     });
   };
@@ -292,13 +360,13 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       });
       return dev;
     };
-    SumPair dev = norm_allreduce<0>(centred(0.0f), SumPairOp{}, p.layout, parity);
-    float shift = dev.first * inv_n;
-    mean = shift;
-    variance = dev.second * inv_n - shift * shift;
-    if (shift * shift > kTrustedShift * variance) {
-      dev = norm_allreduce<1>(centred(mean), SumPairOp{}, p.layout, parity);
-      shift = dev.first * inv_n;
+    const SumPair sums = norm_allreduce<0>(centred(0.0f), SumPairOp{}, p.layout, parity);  // Σh, Σh²
+    mean = sums.first * inv_n;
+    variance = sums.second * inv_n - mean * mean;
+    if (mean * mean > kTrustedShift * variance) {
+      // Σ(h − mean) and Σ(h − mean)²: the mean's rounding error and the variance around the mean.
+      const SumPair dev = norm_allreduce<1>(centred(mean), SumPairOp{}, p.layout, parity);
+      const float shift = dev.first * inv_n;
       mean += shift;
       variance = dev.second * inv_n - shift * shift;
     }

@@ -9,7 +9,8 @@
 // rows share a warp (sub-warp groups of 1 … 16 lanes) and several rows share a CTA; rows longer
 // than one 1024-thread CTA holds are split over a cluster of CTAs whose partial sums meet in
 // distributed shared memory (sm_90+). The row is still read once. The forward kernels stage long
-// rows in shared memory instead (Residence::Shared, device/row/shared_row_tile.cuh).
+// rows in shared memory instead (Residence::Shared, device/row/shared_row_tile.cuh), or the norms
+// read them twice, the second time from L2 (Residence::Reread, device/row/reread_row_tile.cuh).
 //
 // NOTE: measured on the H200 (docs/performance.md), at 64 registers and one row group per CTA
 // (3.1 TB/s on 4096-long bf16 rows): staging later rows in a shared-memory ring with cp.async
@@ -61,6 +62,7 @@ using QuantizingRows = RowConfig<4, kMaxRowThreads / 2>;
 enum class Residence : std::uint8_t {
   Registers,  // RowTile: the fastest, while a row fits CTAs that share an SM
   Shared,     // SharedRowTile: long rows, staged by cp.async (vector access only)
+  Reread,     // RereadRowTile: long rows read twice, the second time from L2 (vector access only)
 };
 
 // Long rows staged in shared memory: 64 KB per CTA of 256 threads (and as much again for each
@@ -73,6 +75,10 @@ using SharedRows = RowConfig<16, 256, 2, kMaxNonPortableClusterCtas>;
 // each (16 warps or more per SM even when the row, the weight and the bias fill the SM's shared
 // memory: at 16 chunks per thread, 4–8 warps per SM ran LayerNorm at 1.8 TB/s).
 using StagedNormRows = RowConfig<8, kMaxRowThreads / 2, 1, kMaxNonPortableClusterCtas>;
+
+// The norms' long rows read twice (device/row/reread_row_tile.cuh): a CTA per row, no cluster, up
+// to 16 chunks per thread in batches of RereadRowTile::kBatch; 64 registers at 1024 threads.
+using RereadRows = RowConfig<16, kMaxRowThreads, 1, 1>;
 
 // Rows of at least these many chunks are staged in shared memory. Measured on the H200
 // (docs/performance.md, bf16, 2^27 elements): softmax staged from 1024 columns ran at 3.92–4.02
@@ -127,6 +133,26 @@ constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int device_clus
   layout.rows_per_cta = std::max(1, kMinBlockThreads / layout.threads);
   layout.cluster = static_cast<int>(cluster);
   layout.slice = layout.threads * Config::kChunks * per_chunk;
+  return layout;
+}
+
+// The layout of a row read twice (RereadRows, device/row/reread_row_tile.cuh): a CTA per row of
+// as many threads as give each at most kRereadThreadChunks chunks (at most one CTA). Invalid when
+// a CTA does not hold the row.
+// NOTE: at 64 registers an SM holds 1024 of these threads whatever the CTA size, so the rows in
+// flight in L2 are 1024 · kRereadThreadChunks · 16 bytes per SM (17 MB on 132 SMs) at every row
+// length: 256-thread CTAs of 16 chunks at 65536 bf16 columns (50 MB) lost 20 % (session 13).
+inline constexpr int kRereadThreadChunks = 8;
+constexpr RowLayout plan_reread_rows(std::int64_t n, int element_bytes) {
+  RowLayout layout = plan_rows<RereadRows>(n, element_bytes, 1);
+  if (!layout.valid() || layout.threads < kWarpThreads) return layout;
+  const int per_chunk = kChunkBytes / element_bytes;
+  const std::int64_t chunks = (n + per_chunk - 1) / per_chunk;
+  const std::int64_t warps = (chunks + std::int64_t{kRereadThreadChunks} * kWarpThreads - 1) /
+                             (std::int64_t{kRereadThreadChunks} * kWarpThreads);
+  layout.threads = std::max(layout.threads, static_cast<int>(std::min<std::int64_t>(warps * kWarpThreads,
+                                                                                    RereadRows::kMaxThreads)));
+  layout.slice = layout.threads * RereadRows::kChunks * per_chunk;
   return layout;
 }
 

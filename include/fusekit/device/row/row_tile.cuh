@@ -213,6 +213,7 @@ struct RowSlot {
 
 template <class T, class Config>
 struct RowTile {
+  static constexpr Residence kResidence = Residence::Registers;
   static constexpr int kElements = kChunkBytes / sizeof(T);  // per chunk
   static constexpr int kChunks = Config::kChunks;
   // Loops over the chunks unroll fully: a register array is indexed by constants only.

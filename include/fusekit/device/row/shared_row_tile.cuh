@@ -13,7 +13,6 @@
 // order, so a warp's shared accesses are consecutive 16-byte words (no bank conflicts).
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "fusekit/device/row/row_config.hpp"
 #include "fusekit/device/row/row_tile.cuh"
@@ -22,6 +21,7 @@ namespace fusekit::device {
 
 template <class T, class Config>
 struct SharedRowTile {
+  static constexpr Residence kResidence = Residence::Shared;
   static constexpr int kElements = kChunkBytes / sizeof(T);  // per chunk
   static constexpr int kChunks = Config::kChunks;
   // NOTE: loops over the chunks unroll by this much: fully unrolled, the compiler hoists every
@@ -98,9 +98,5 @@ struct SharedRowTile {
     }
   }
 };
-
-// The tile of a kernel compiled for `kResidence`.
-template <Residence kResidence, class T, class Config>
-using TileOf = std::conditional_t<kResidence == Residence::Shared, SharedRowTile<T, Config>, RowTile<T, Config>>;
 
 }  // namespace fusekit::device

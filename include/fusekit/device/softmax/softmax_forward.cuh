@@ -11,6 +11,7 @@
 #include "fusekit/device/row/row_reduce.cuh"
 #include "fusekit/device/row/row_tile.cuh"
 #include "fusekit/device/row/shared_row_tile.cuh"
+#include "fusekit/device/row/tile_of.cuh"
 #include "fusekit/reference/softmax.hpp"
 
 namespace fusekit::device {
