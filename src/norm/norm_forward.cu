@@ -186,6 +186,11 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     if constexpr (kRegisterVectors) {
       [[maybe_unused]] const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
       if constexpr (std::is_same_v<T, Out>) {
+        if (whole && a.kind == NormKind::LayerNorm && job.residual == nullptr &&
+            p.layout.block_threads() <= device::ShortRows::kMaxThreads) {
+          p.layout = rows::plan<device::ShortRows>("x", shape.n, a.x.dtype);
+          return go(device::norm_forward_kernel<T, Out, device::ShortRows, kWhole, kResidence, NormForms::Any>);
+        }
         if (whole && (a.kind == NormKind::LayerNorm || job.residual != nullptr))
           return go(device::norm_forward_kernel<T, Out, Config, kWhole, kResidence, NormForms::Any>);
       } else if constexpr (!std::is_same_v<T, __half>) {

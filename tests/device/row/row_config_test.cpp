@@ -87,6 +87,25 @@ TEST(RowConfig, QuantizingNormsStopAt512ThreadsPerCta) {
   EXPECT_EQ(longest<QuantizingRows>(kBf16, kMaxClusterCtas), 131072);
 }
 
+// The norm launcher tests a row's layout for whole slices under OneTensorRows, then launches the
+// ShortRows kernel where that layout's CTAs are small enough: the two must lay the row out alike.
+TEST(RowConfig, ShortRowsLayRowsOutAsOneTensorRowsWhereTheirCtasHoldThem) {
+  int short_layouts = 0;
+  for (const int element : {kBf16, kF32}) {
+    for (std::int64_t n = 8; n <= 16384; n += 8) {
+      const RowLayout one = plan<One>(n, element, kMaxClusterCtas);
+      if (one.block_threads() > ShortRows::kMaxThreads) continue;
+      const RowLayout short_rows = plan<ShortRows>(n, element, kMaxClusterCtas);
+      ++short_layouts;
+      EXPECT_EQ(short_rows.threads, one.threads) << n;
+      EXPECT_EQ(short_rows.rows_per_cta, one.rows_per_cta) << n;
+      EXPECT_EQ(short_rows.cluster, 1) << n;
+      EXPECT_EQ(short_rows.slice, one.slice) << n;
+    }
+  }
+  EXPECT_EQ(short_layouts, 4096 / 8 + 2048 / 8);  // up to 4096 16-bit and 2048 f32 columns
+}
+
 TEST(RowConfig, SharedRowsTakeSixteenCtaClustersWhereAllowed) {
   // 16 chunks per thread, CTAs of up to 256 threads (64 KB of shared memory).
   EXPECT_EQ(plan<SharedRows>(16384, kBf16, kMaxNonPortableClusterCtas).threads, 128);

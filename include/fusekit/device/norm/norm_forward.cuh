@@ -258,10 +258,10 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   if constexpr (kRereads) {
     if (residual != nullptr) {
       // h = x + residual is stored as residual_out, and read back from there.
-      for_chunk_batches<Tile, kRereadAddBatch>(
+      for_chunk_batches<Tile, kRereadAddBatch, BatchTail::Tested>(
           at.slot, n,
-          [&](int i, int c) {
-            return AddOperands<T, kE>{h.get(i), load_pack<T, kE, Cache::Stream, kAccess>(residual, c, n)};
+          [&](int, int c) {
+            return AddOperands<T, kE>{h.get_at(c), load_pack<T, kE, Cache::Stream, kAccess>(residual, c, n)};
           },
           [&](int, int c, const AddOperands<T, kE>& d) {
             float hv[kE], rv[kE];
@@ -300,11 +300,11 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       const float row_scale = Terms::kBias ? scale : scale * out_scale;
       if constexpr (kRereads) {
         // A batch's row chunks, weights and biases are all loaded before its first store.
-        for_chunk_batches<Tile, kRereadAffineBatch<Terms>>(
+        for_chunk_batches<Tile, kRereadAffineBatch<Terms>, BatchTail::Clamped>(
             at.slot, n,
             [&](int i, int c) {
               AffineOperands<T, kE> d;
-              d.h = h.get(i);
+              d.h = h.get_at(c);
               affine.template chunk<kAccess, Terms::kWeight, Terms::kBias>(i, c, d.w, d.b);
               return d;
             },
