@@ -259,6 +259,46 @@ TEST_P(NormForwardGpu, ResidualAddThenNorm) {
   }
 }
 
+// Long add+norm rows sum h = x + residual in the add pass (device/norm/norm_forward.cuh): rows far
+// off zero (LayerNorm's mean² ≫ variance) must still take the centred second reduction, which reads
+// h back from residual_out, and the statistics must be those of the rounded h that was stored.
+TEST_P(NormForwardGpu, ResidualRowsFarOffZero) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  for (const Shape& s : {Shape{4, 4096, 4096}, Shape{3, 65536, 65536}, Shape{2, 131072, 131072}}) {
+    if (!supported(dt, s)) continue;
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n);
+    Padded x(dt, s), residual(dt, s), residual_out(dt, s), y(dt, s);
+    DeviceTensor mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
+    fill_uniform(x.view, seed, 49.0f, 51.0f);
+    fill_uniform(residual.view, seed + 1, -0.5f, 0.5f);
+    const auto hx = download(x.view), hr = download(residual.view);
+    poison(y.view);
+    poison(residual_out.view);
+    poison(mean);
+    poison(rstd);
+    AddNormForwardArgs a;
+    a.norm.kind = kind;
+    a.norm.x = x.view;
+    a.norm.y = y.view;
+    if (kind == NormKind::LayerNorm) a.norm.mean = mean;
+    a.norm.rstd = rstd;
+    a.norm.eps = kEps;
+    a.residual = residual.view;
+    a.residual_out = residual_out.view;
+    add_norm_forward(a);
+    std::vector<double> want_h(hx.size());
+    for (std::size_t i = 0; i < hx.size(); ++i) want_h[i] = round_to(dt, hx[i] + hr[i]);
+    const auto h = to_matrix(residual_out.view);
+    EXPECT_LE(rel_l2(h.data, want_h), bench::tolerance(dt));
+    const auto want = reference::norm_forward(kind, h, {}, {}, kEps);
+    EXPECT_LE(rel_l2(download(y.view), want.y.data), bench::tolerance(dt));
+    expect_stats(mean, rstd, want, kind);
+  }
+}
+
 TEST_P(NormForwardGpu, QuantizesToFp8) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();

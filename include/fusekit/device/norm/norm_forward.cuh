@@ -255,9 +255,13 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   T* residual_out = residual != nullptr ? p.residual_out.row<T>(row, p.rows_per_batch) : nullptr;
   constexpr bool kRereads = Tile::kResidence == Residence::Reread;
   static_assert(!kRereads || std::is_same_v<T, Out>, "quantizing norms keep their rows on chip");
+  // Σh and Σh² of a reread row's residual add (the sums of the h it stores, rounded to T): the
+  // statistics ride in the add pass, so the row is read back once (for the output), not twice.
+  SumPair added_sums{0.0f, 0.0f};
+  bool sums_added = false;
   if constexpr (kRereads) {
     if (residual != nullptr) {
-      // h = x + residual is stored as residual_out, and read back from there.
+      // h = x + residual is stored as residual_out, kept in L2, and read back from there.
       for_chunk_batches<Tile, kRereadAddBatch, BatchTail::Tested>(
           at.slot, n,
           [&](int, int c) {
@@ -269,9 +273,17 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
             unpack_floats<T, kE>(d.residual, rv);
 #pragma unroll
             for (int e = 0; e < kE; ++e) hv[e] += rv[e];
-            store_pack<T, kE, kAccess>(residual_out, c, n, pack_floats<T, kE>(hv));
+            const auto sum = pack_floats<T, kE>(hv);
+            h.store_kept(residual_out, c, sum);
+            unpack_floats<T, kE>(sum, hv);
+#pragma unroll
+            for (int e = 0; e < kE; ++e) {
+              added_sums.first += hv[e];
+              added_sums.second += hv[e] * hv[e];
+            }
           });
       h.rebase(residual_out);
+      sums_added = true;
     }
   } else if (residual != nullptr) {
     // NOTE: the residual is added chunk by chunk, so a second tile never occupies registers.
@@ -342,6 +354,10 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   const bool folds_amax = wants_amax && kind == NormKind::RmsNorm && !biased<kForms>(p);
   float amax = 0.0f;
 
+  // The columns the statistics pass reads: none where the add pass summed them. NOTE: the pass
+  // keeps its loop bounded by a count, not under a branch: with `sums_added ? added_sums :
+  // centred(…)` LayerNorm without residual ran 2–3 % slower at 32768–65536 bf16 (session 15).
+  const int unsummed_n = sums_added ? 0 : n;
   const float inv_n = p.inv_n;
   float mean = 0.0f;
   float variance = 0.0f;  // LayerNorm: mean((h − mean)²); RMSNorm: mean(h²)
@@ -352,20 +368,23 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     // then centred) ran at 3.08 TB/s at 32768×4096 bf16; centring the first one on the row's
     // first element (a load every row waits on, and a subtraction per element) ran LayerNorm →
     // e4m3 at 2.36 TB/s against 2.63 and long rows 3–4 % slower (session 12, run 5).
-    const auto centred = [&](float centre) {
+    const auto centred = [&](float centre, int columns) {
       SumPair dev{0.0f, 0.0f};
-      h.template for_each<kAccess>(at.slot, n, [&](float v, int) {
+      h.template for_each<kAccess>(at.slot, columns, [&](float v, int) {
         dev.first += v - centre;
         dev.second += (v - centre) * (v - centre);
       });
       return dev;
     };
-    const SumPair sums = norm_allreduce<0>(centred(0.0f), SumPairOp{}, p.layout, parity);  // Σh, Σh²
+    SumPair first = centred(0.0f, unsummed_n);  // Σh, Σh²
+    first.first += added_sums.first;
+    first.second += added_sums.second;
+    const SumPair sums = norm_allreduce<0>(first, SumPairOp{}, p.layout, parity);
     mean = sums.first * inv_n;
     variance = sums.second * inv_n - mean * mean;
     if (mean * mean > kTrustedShift * variance) {
       // Σ(h − mean) and Σ(h − mean)²: the mean's rounding error and the variance around the mean.
-      const SumPair dev = norm_allreduce<1>(centred(mean), SumPairOp{}, p.layout, parity);
+      const SumPair dev = norm_allreduce<1>(centred(mean, n), SumPairOp{}, p.layout, parity);
       const float shift = dev.first * inv_n;
       mean += shift;
       variance = dev.second * inv_n - shift * shift;
@@ -387,8 +406,8 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     variance = stats.sum * inv_n;
     amax = stats.max;  // times rstd below
   } else {
-    float squares = 0.0f;
-    h.template for_each<kAccess>(at.slot, n, [&](float v, int) { squares += v * v; });
+    float squares = added_sums.second;
+    h.template for_each<kAccess>(at.slot, unsummed_n, [&](float v, int) { squares += v * v; });
     variance = norm_allreduce<2>(squares, SumOp{}, p.layout, parity) * inv_n;
   }
   const float rstd = rsqrtf(variance + p.eps);

@@ -12,8 +12,8 @@
 // experiment outside the project). The rows in flight (CTAs per SM × row bytes × SMs) must stay
 // well inside L2: 256-thread CTAs at 65536 16-bit columns (three per SM, 50 MB) lost 20 %.
 //
-// Same interface as RowTile (vector access only), plus rebase(): add+norm stores h = x + residual
-// as residual_out and reads it back from there.
+// Same interface as RowTile (vector access only), plus store_kept() and rebase(): add+norm stores
+// h = x + residual as residual_out, kept in L2, and reads it back from there.
 #include <cstdint>
 
 #include "fusekit/device/row/row_config.hpp"
@@ -46,6 +46,14 @@ __device__ __forceinline__ uint4 load_l2_hinted(const void* address, std::uint64
                : "l"(address), "l"(policy)
                : "memory");
   return v;
+}
+
+// A 16-byte store under an L2 policy.
+__device__ __forceinline__ void store_l2_hinted(void* address, const uint4& v, std::uint64_t policy) {
+  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n"
+               :
+               : "l"(address), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
+               : "memory");
 }
 
 // How a batch of for_chunk_batches treats its chunks past the row's end.
@@ -112,6 +120,8 @@ struct RereadRowTile {
   }
   // The row's values are now (also) at `row`, stored there by this thread: later reads go there.
   __device__ void rebase(const T* row) { row_ = row; }
+  // Stores `chunk` at column c of `row`, kept in L2 for the reads after rebase(row).
+  __device__ void store_kept(T* row, int c, const Chunk& chunk) const { store_l2_hinted(row + c, chunk.word, keep_); }
 
   // The chunk at column c, read for the last time.
   __device__ Chunk get_at(int c) const {
