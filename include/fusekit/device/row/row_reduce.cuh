@@ -6,6 +6,8 @@
 #include <cooperative_groups.h>
 
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "fusekit/device/row/row_config.hpp"
 #include "fusekit/device/row/row_tile.cuh"
@@ -57,15 +59,30 @@ struct SumMaxOp {
 
 constexpr unsigned kFullWarpMask = 0xFFFFFFFFu;
 
-__device__ inline float shuffle_xor(float v, int mask) { return __shfl_xor_sync(kFullWarpMask, v, mask); }
-__device__ inline MaxSum shuffle_xor(const MaxSum& v, int mask) {
-  return {shuffle_xor(v.max, mask), shuffle_xor(v.sum, mask)};
+// A warp shuffle of each 32-bit word of v (the reduced values are floats or structs of them).
+template <class V, class Shuffle>
+__device__ __forceinline__ V shuffle_words(const V& v, Shuffle&& shuffle) {
+  static_assert(sizeof(V) % sizeof(float) == 0 && std::is_trivially_copyable_v<V>, "whole 32-bit words");
+  constexpr int kWords = sizeof(V) / sizeof(float);
+  float words[kWords];
+  memcpy(words, &v, sizeof(V));
+#pragma unroll
+  for (int w = 0; w < kWords; ++w) words[w] = shuffle(words[w]);
+  V out;
+  memcpy(&out, words, sizeof(V));
+  return out;
 }
-__device__ inline SumPair shuffle_xor(const SumPair& v, int mask) {
-  return {shuffle_xor(v.first, mask), shuffle_xor(v.second, mask)};
+template <class V>
+__device__ __forceinline__ V shuffle_xor(const V& v, int mask) {
+  return shuffle_words(v, [&](float word) { return __shfl_xor_sync(kFullWarpMask, word, mask); });
 }
-__device__ inline SumMax shuffle_xor(const SumMax& v, int mask) {
-  return {shuffle_xor(v.sum, mask), shuffle_xor(v.max, mask)};
+template <class V>
+__device__ __forceinline__ V shuffle_down(const V& v, int offset) {
+  return shuffle_words(v, [&](float word) { return __shfl_down_sync(kFullWarpMask, word, offset); });
+}
+template <class V>
+__device__ __forceinline__ V shuffle_from(const V& v, int lane) {
+  return shuffle_words(v, [&](float word) { return __shfl_sync(kFullWarpMask, word, lane); });
 }
 
 // Cluster barrier halves (sm_90): every thread of every CTA of the cluster arrives once per
@@ -125,9 +142,22 @@ __device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
       case 2: v = combine_partials<2>(partial + first, op); break;
       case 4: v = combine_partials<4>(partial + first, op); break;
       case 8: v = combine_partials<8>(partial + first, op); break;
-      default:
-        v = partial[first];
-        for (int w = 1; w < warps; ++w) v = op(v, partial[first + w]);
+      default: {
+        // NOTE: more warps (the long rows' CTAs of 512 and 1024 threads): lane l takes warp l's
+        // partial, a fixed tree of shuffles brings the total to lane 0, and every lane takes it
+        // from there. Each thread combining every partial in turn (31 shared loads and 62
+        // dependent adds per warp of a 1024-thread row, while the SM's one CTA has no load in
+        // flight) ran LayerNorm at 3.41 TB/s against 3.52, RMSNorm 3.71 against 3.80 at 65536
+        // bf16 columns, and the norm backward at 65536 6 % slower (session 16). The loop is not
+        // unrolled: unrolled, the sm_80 norm backward (128 registers) spilled.
+        v = partial[first + (lane < warps ? lane : 0)];
+#pragma unroll 1
+        for (int offset = kWarpThreads / 2; offset > 0; offset /= 2) {
+          const V other = shuffle_down(v, offset);
+          if (lane + offset < warps) v = op(v, other);  // lanes below `offset` hold their subtree's total
+        }
+        v = shuffle_from(v, 0);
+      }
     }
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
