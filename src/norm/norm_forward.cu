@@ -74,6 +74,11 @@ rows::RowShape validate(const NormForwardJob& job) {
   return shape;
 }
 
+// How a norm's rows read twice take CTAs: add+norm keeps the fewest warps (row_config.hpp).
+device::RereadPacking reread_packing(const NormForwardJob& job) {
+  return job.residual ? device::RereadPacking::FewestWarps : device::RereadPacking::FillSm;
+}
+
 // Where a norm's rows live: in registers while one CTA holds them, else read twice (the second
 // time from L2), else staged in shared memory; quantizing norms stage from kSharedNormMinChunks.
 // NOTE: measured on the H200 (docs/performance.md): registers against staged at 16384 16-bit
@@ -91,13 +96,10 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
   if (staged == device::Residence::Registers || job.quant != QuantScale::None) return staged;
   const device::RowLayout in_registers = device::plan_rows<device::OneTensorRows>(n, element, rows::max_cluster_ctas());
   if (in_registers.valid() && in_registers.cluster == 1) return device::Residence::Registers;
-  const device::RowLayout reread = device::plan_reread_rows(n, element);
-  if (!reread.valid()) return staged;
-  // Rows past kRereadThreadChunks chunks per thread (a 1024-thread CTA) keep more of themselves in
-  // L2 at once: there only add+norm rereads (its staged kernel waits on the residual's loads).
-  const std::int64_t chunks = n / (device::kChunkBytes / element);
-  const bool within = chunks <= std::int64_t{reread.threads} * device::kRereadThreadChunks;
-  return within || job.residual != nullptr ? device::Residence::Reread : staged;
+  // NOTE: rows past kRereadThreadChunks chunks per thread of a 1024-thread CTA keep more of
+  // themselves in L2 at once: there only add+norm rereads (its staged kernel waits on the
+  // residual's loads), FewestWarps allowing up to RereadRows::kChunks.
+  return device::plan_reread_rows(n, element, reread_packing(job)).valid() ? device::Residence::Reread : staged;
 }
 
 template <class T, class Out>
@@ -162,7 +164,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   rows::with_placement<std::is_same_v<T, Out>>(access, residence, [&](auto kAccess, auto kResidence) {
     using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
     p.layout = kResidence() == device::Residence::Reread
-                   ? device::plan_reread_rows(shape.n, static_cast<int>(dtype_size(a.x.dtype)))
+                   ? device::plan_reread_rows(shape.n, static_cast<int>(dtype_size(a.x.dtype)), reread_packing(job))
                    : rows::plan<Config>("x", shape.n, a.x.dtype);
     const auto go = [&](auto kernel) {
       rows::launch(kernel, p.layout, shape.rows, p, stream, "norm_forward_kernel",

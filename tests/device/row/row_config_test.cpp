@@ -131,25 +131,49 @@ TEST(RowConfig, StagedNormRowsNarrowTheirCtasToTheSharedMemoryBudget) {
   EXPECT_EQ(plan_rows<StagedNormRows>(262144, kF32, kMaxNonPortableClusterCtas).cluster, 16);
 }
 
-TEST(RowConfig, RereadRowsTakeACtaOfAtMostEightChunksPerThread) {
+TEST(RowConfig, RereadRowsOfAddNormTakeTheFewestWarpsOfAtMostEightChunks) {
+  constexpr auto kFewest = RereadPacking::FewestWarps;
   // 16-bit rows: 32768 → 4096 chunks → 512 threads; 65536 → 1024; 40000 → 5000 chunks → 20 warps
   // (some threads hold 7 chunks); 131072 → one 1024-thread CTA of 16 chunks each; f32 65536 alike.
-  EXPECT_EQ(plan_reread_rows(32768, kBf16).threads, 512);
-  EXPECT_EQ(plan_reread_rows(65536, kBf16).threads, kMaxRowThreads);
-  EXPECT_EQ(plan_reread_rows(40000, kBf16).threads, 640);
-  const RowLayout longest_bf16 = plan_reread_rows(131072, kBf16);
+  EXPECT_EQ(plan_reread_rows(32768, kBf16, kFewest).threads, 512);
+  EXPECT_EQ(plan_reread_rows(65536, kBf16, kFewest).threads, kMaxRowThreads);
+  EXPECT_EQ(plan_reread_rows(40000, kBf16, kFewest).threads, 640);
+  const RowLayout longest_bf16 = plan_reread_rows(131072, kBf16, kFewest);
   EXPECT_EQ(longest_bf16.threads, kMaxRowThreads);
   EXPECT_EQ(longest_bf16.cluster, 1);
   EXPECT_EQ(longest_bf16.rows_per_cta, 1);
   EXPECT_GE(std::int64_t{longest_bf16.slice}, 131072);
-  EXPECT_EQ(plan_reread_rows(65536, kF32).threads, kMaxRowThreads);
+  EXPECT_EQ(plan_reread_rows(65536, kF32, kFewest).threads, kMaxRowThreads);
   // Longer rows are not read twice: no cluster.
-  EXPECT_FALSE(plan_reread_rows(131080, kBf16).valid());
-  EXPECT_FALSE(plan_reread_rows(65537, kF32).valid());
-  for (const std::int64_t n : {16384, 32768, 40000, 65536, 131072}) {
-    const RowLayout layout = plan_reread_rows(n, kBf16);
+  EXPECT_FALSE(plan_reread_rows(131080, kBf16, kFewest).valid());
+  EXPECT_FALSE(plan_reread_rows(65537, kF32, kFewest).valid());
+}
+
+TEST(RowConfig, RereadRowsFillAnSmWithTheMostRowsThatStayWithinTheirL2Bytes) {
+  constexpr auto kFill = RereadPacking::FillSm;
+  // Four 256-thread CTAs per SM while four rows take at most kRereadRowBytesPerSm (16-bit rows of
+  // up to 24576 columns), two of 512 threads up to 49152 columns (up to 16 chunks per thread),
+  // then one CTA of the fewest warps of at most 8 chunks each (57344 → 7168 chunks → 28 warps).
+  EXPECT_EQ(plan_reread_rows(20480, kBf16, kFill).threads, 256);
+  EXPECT_EQ(plan_reread_rows(24576, kBf16, kFill).threads, 256);
+  EXPECT_EQ(plan_reread_rows(24584, kBf16, kFill).threads, 512);
+  EXPECT_EQ(plan_reread_rows(32768, kBf16, kFill).threads, 512);
+  EXPECT_EQ(plan_reread_rows(40000, kBf16, kFill).threads, 512);
+  EXPECT_EQ(plan_reread_rows(49152, kBf16, kFill).threads, 512);
+  EXPECT_EQ(plan_reread_rows(57344, kBf16, kFill).threads, 896);
+  EXPECT_EQ(plan_reread_rows(65536, kBf16, kFill).threads, kMaxRowThreads);
+  EXPECT_EQ(plan_reread_rows(12288, kF32, kFill).threads, 256);
+  EXPECT_EQ(plan_reread_rows(32768, kF32, kFill).threads, kMaxRowThreads);
+  // Past 8 chunks per thread of a 1024-thread CTA: not read twice.
+  EXPECT_FALSE(plan_reread_rows(65544, kBf16, kFill).valid());
+  EXPECT_FALSE(plan_reread_rows(32772, kF32, kFill).valid());
+  for (const std::int64_t n : {16392, 20480, 24000, 28672, 32768, 40000, 49152, 57344, 65536}) {
+    const RowLayout layout = plan_reread_rows(n, kBf16, kFill);
     EXPECT_GE(std::int64_t{layout.slice}, n) << n;
     EXPECT_EQ(layout.threads % kWarpThreads, 0) << n;
+    EXPECT_LE(std::int64_t{kMaxRowThreads / layout.threads} * n * kBf16,
+              std::max<std::int64_t>(kRereadRowBytesPerSm, n * kBf16))
+        << n;
   }
 }
 

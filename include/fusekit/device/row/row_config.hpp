@@ -143,14 +143,35 @@ constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int device_clus
   return layout;
 }
 
-// The layout of a row read twice (RereadRows, device/row/reread_row_tile.cuh): a CTA per row of
-// as many threads as give each at most kRereadThreadChunks chunks (at most one CTA). Invalid when
-// a CTA does not hold the row.
-// NOTE: at 64 registers an SM holds 1024 of these threads whatever the CTA size, so the rows in
-// flight in L2 are 1024 · kRereadThreadChunks · 16 bytes per SM (17 MB on 132 SMs) at every row
-// length: 256-thread CTAs of 16 chunks at 65536 bf16 columns (50 MB) lost 20 % (session 13).
+// How rows read twice (RereadRows, device/row/reread_row_tile.cuh) are laid over CTAs: one CTA
+// per row either way, no cluster.
+enum class RereadPacking : std::uint8_t {
+  // The fewest warps of at most kRereadThreadChunks chunks each (up to RereadRows::kChunks at 1024
+  // threads): add+norm, whose rows ran 1–5 % slower packed (session 16).
+  FewestWarps,
+  // CTAs of 1024/k threads, k rows per SM (64 registers: an SM's 1024 threads), k the largest of
+  // kMaxRereadRowsPerSm, …, 2 whose threads hold the row at RereadRows::kChunks chunks each and
+  // whose k rows stay within kRereadRowBytesPerSm; else FewestWarps (one row per SM); rows of more
+  // than kRereadThreadChunks chunks per thread of a 1024-thread CTA are not read twice.
+  FillSm,
+};
 inline constexpr int kRereadThreadChunks = 8;
-constexpr RowLayout plan_reread_rows(std::int64_t n, int element_bytes) {
+inline constexpr int kMaxRereadRowsPerSm = 4;
+// NOTE: measured on the H200 (session 16, bf16 LayerNorm / RMSNorm): packed at 160–192 KB of rows
+// per SM the rows between the powers of two ran up to 12 % faster than the fewest warps, whose CTAs
+// left an SM's threads part idle (40000 columns: 640 threads, 3.26 → 3.67 TB/s LayerNorm at two
+// 512-thread CTAs; 49152: 3.43 → 3.68; 24000: 3.69 → 3.82 at four 256-thread CTAs); at 224 KB
+// (28672 columns, four CTAs) LayerNorm lost 3 %, at 256 KB (65536, two CTAs) 23 % (session 15);
+// one row per SM, 1024 threads of 7 chunks ran 1.6 % slower than the fewest warps (896 threads of
+// 8 chunks, LayerNorm at 57344 columns).
+inline constexpr std::int64_t kRereadRowBytesPerSm = 192 * 1024;
+
+// The layout of rows of `n` elements of `element_bytes` read twice. Invalid when one CTA does not
+// hold the row (or, FillSm, past kRereadThreadChunks chunks per thread of a 1024-thread CTA).
+// NOTE: at 64 registers an SM holds 1024 of these threads whatever the CTA size, so the rows in
+// flight in L2 are set by the rows per SM: 256-thread CTAs of 16 chunks at 65536 bf16 columns
+// (50 MB in L2) lost 20 % (session 13).
+constexpr RowLayout plan_reread_rows(std::int64_t n, int element_bytes, RereadPacking packing) {
   RowLayout layout = plan_rows<RereadRows>(n, element_bytes, 1);
   if (!layout.valid() || layout.threads < kWarpThreads) return layout;
   const int per_chunk = kChunkBytes / element_bytes;
@@ -159,6 +180,14 @@ constexpr RowLayout plan_reread_rows(std::int64_t n, int element_bytes) {
                              (std::int64_t{kRereadThreadChunks} * kWarpThreads);
   layout.threads = std::max(layout.threads, static_cast<int>(std::min<std::int64_t>(warps * kWarpThreads,
                                                                                     RereadRows::kMaxThreads)));
+  if (packing == RereadPacking::FillSm) {
+    if (chunks > std::int64_t{kMaxRowThreads} * kRereadThreadChunks) return {};
+    int rows_per_sm = kMaxRereadRowsPerSm;
+    while (rows_per_sm > 1 && (chunks > std::int64_t{kMaxRowThreads / rows_per_sm} * RereadRows::kChunks ||
+                               rows_per_sm * n * element_bytes > kRereadRowBytesPerSm))
+      rows_per_sm /= 2;
+    if (rows_per_sm > 1) layout.threads = kMaxRowThreads / rows_per_sm;
+  }
   layout.slice = layout.threads * RereadRows::kChunks * per_chunk;
   return layout;
 }
