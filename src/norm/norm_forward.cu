@@ -79,8 +79,9 @@ device::RereadPacking reread_packing(const NormForwardJob& job) {
   return job.residual ? device::RereadPacking::FewestWarps : device::RereadPacking::FillSm;
 }
 
-// Where a norm's rows live: in registers while one CTA holds them, else read twice (the second
-// time from L2), else staged in shared memory; quantizing norms stage from kSharedNormMinChunks.
+// Where a norm's rows live: in registers while one CTA holds them (without a residual, up to
+// kRegisterNormMaxChunks), else read twice (the second time from L2), else staged in shared
+// memory; quantizing norms stage from kSharedNormMinChunks.
 // NOTE: measured on the H200 (docs/performance.md): registers against staged at 16384 16-bit
 // columns (session 11): LayerNorm 3.70 TB/s against 3.16, add+RMSNorm 3.67 against 3.14, RMSNorm
 // 3.92 against 3.74 (persistent); read twice against the previous choice (session 13, bf16):
@@ -93,7 +94,12 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
   const NormForwardArgs& a = job.norm;
   const int element = static_cast<int>(dtype_size(a.x.dtype));
   const device::Residence staged = rows::residence_for(access, n, a.x.dtype, device::kSharedNormMinChunks);
-  if (staged == device::Residence::Registers || job.quant != QuantScale::None) return staged;
+  if (job.quant != QuantScale::None) return staged;
+  const std::int64_t chunks = n / (device::kChunkBytes / element);
+  if (job.residual == nullptr && access == device::Access::Vector && chunks > device::kRegisterNormMaxChunks &&
+      device::plan_reread_rows(n, element, reread_packing(job)).valid())
+    return device::Residence::Reread;
+  if (staged == device::Residence::Registers) return staged;
   const device::RowLayout in_registers = device::plan_rows<device::OneTensorRows>(n, element, rows::max_cluster_ctas());
   if (in_registers.valid() && in_registers.cluster == 1) return device::Residence::Registers;
   // NOTE: rows past kRereadThreadChunks chunks per thread of a 1024-thread CTA keep more of

@@ -5,8 +5,12 @@
 // memory (device/row/shared_row_tile.cuh). Each thread folds its values into an
 // online (max, sum) pair, and the pairs meet in one reduction (device/row/row_reduce.cuh), so a
 // row costs one synchronisation. Exponentials are exp2 of log2(e)-scaled logits.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "fusekit/device/row/row_reduce.cuh"
 #include "fusekit/device/row/row_tile.cuh"
@@ -50,6 +54,44 @@ __device__ inline float shifted_logit2(float x, int c, int visible_end, float sc
   else return c >= visible_end || x == -INFINITY ? -INFINITY : fmaf(x, scale_log2, -max);
 }
 
+// Two 16-bit values of T compared at once in their own format, where T has such pairs.
+template <class T>
+using ValuePair = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, __nv_bfloat162,
+                                     std::conditional_t<std::is_same_v<T, __half>, __half2, void>>;
+
+// The max of the thread's values of x, −∞ if it holds none. 16-bit rows of whole chunks compare
+// their values in pairs in their own format (exact: the max of 16-bit values is one of them), a
+// quarter of the instructions of unpacking each to a float first. Four running pairs, one per pair
+// of a chunk, so the comparisons do not wait on each other.
+// NOTE: measured on the H200 (session 17, bf16, 2^27 elements): softmax +3.6 % at 32768 columns
+// (3.75 → 3.88 TB/s), +1.8 % at 65536, +1–3 % at 4096–16384 and 262144; ncu had the staged
+// kernels issue-bound at locked clocks (0.80–0.84 warps issued per scheduler and cycle).
+template <class T, Access kAccess, class Tile>
+__device__ inline float max_of_values(const Tile& x, const RowSlot& slot, int n) {
+  using Pair = ValuePair<T>;
+  if constexpr (!std::is_void_v<Pair> && kAccess != Access::Scalar) {
+    constexpr int kPairs = Tile::kElements / 2;
+    Pair max[kPairs];
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k) max[k] = Pair(T(-INFINITY), T(-INFINITY));
+#pragma unroll Tile::kUnroll
+    for (int i = 0; i < Tile::kChunks; ++i) {
+      if (!chunk_in_row<kAccess>(Tile::column(slot, i), n)) continue;
+      const auto chunk = x.get(i);
+      const auto* pairs = reinterpret_cast<const Pair*>(&chunk);
+#pragma unroll
+      for (int k = 0; k < kPairs; ++k) max[k] = __hmax2(max[k], pairs[k]);
+    }
+#pragma unroll
+    for (int k = 1; k < kPairs; ++k) max[0] = __hmax2(max[0], max[k]);
+    return fmaxf(__low2float(max[0]), __high2float(max[0]));
+  } else {
+    float max = -INFINITY;
+    x.template for_each<kAccess>(slot, n, [&](float v, int) { max = fmaxf(max, v); });
+    return max;
+  }
+}
+
 // One row (or this CTA's slice of it) per thread group.
 template <class T, class Config, Access kAccess, Residence kResidence, SoftmaxLogits kLogits>
 __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const RowPosition& at) {
@@ -73,8 +115,14 @@ __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const 
   }
 
   MaxSum part{-INFINITY, 0.0f};
-  x.template for_each<kAccess>(
-      at.slot, n, [&](float v, int c) { part.max = fmaxf(part.max, logit2<kLogits>(v, c, visible_end, p.scale_log2)); });
+  if constexpr (kLogits == SoftmaxLogits::Plain) {
+    // max(x·scale) = max(x)·scale for scale > 0, rounding included (it is monotonic).
+    part.max = max_of_values<T, kAccess>(x, at.slot, n) * p.scale_log2;
+  } else {
+    x.template for_each<kAccess>(at.slot, n, [&](float v, int c) {
+      part.max = fmaxf(part.max, logit2<kLogits>(v, c, visible_end, p.scale_log2));
+    });
+  }
   if (part.max != -INFINITY)
     x.template for_each<kAccess>(at.slot, n, [&](float v, int c) {
       part.sum += exp2f(shifted_logit2<kLogits>(v, c, visible_end, p.scale_log2, part.max));
