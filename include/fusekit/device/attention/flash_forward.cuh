@@ -18,6 +18,7 @@
 
 #include "fusekit/device/attention/attention_params.hpp"
 #include "fusekit/device/attention/sequence_view.cuh"
+#include "fusekit/device/fast_math.cuh"
 #include "fusekit/device/mma_sync.cuh"
 
 namespace fusekit::device::attention {
@@ -88,12 +89,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned add
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Two floats rounded to T and packed into one 32-bit mma operand register (low half first).

@@ -12,6 +12,8 @@
 #include <cutlass/array.h>
 #include <cutlass/numeric_conversion.h>
 
+#include "fusekit/device/fast_math.cuh"
+
 namespace fusekit::device::attention::sm90 {
 
 using namespace cute;
@@ -31,12 +33,6 @@ __host__ __device__ constexpr auto accumulator_rows(Layout layout) {
 template <class Tensor>
 __host__ __device__ __forceinline__ auto rows_view(Tensor&& t) {
   return make_tensor(t.data(), accumulator_rows(t.layout()));
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Max and sum over the 4 threads of a quad, which together hold one row.

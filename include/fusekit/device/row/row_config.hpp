@@ -98,12 +98,13 @@ using RereadRows = RowConfig<16, kMaxRowThreads, 1, 1>;
 inline constexpr int kSharedSoftmaxMinChunks = 128;  // 1024 16-bit elements
 inline constexpr int kSharedNormMinChunks = 2048;     // 16384 16-bit elements
 // Norm rows without a residual longer than this many chunks are read twice (RereadPacking::FillSm)
-// rather than held by a CTA of more than 256 threads in registers. NOTE: measured on the H200
+// rather than held by a CTA of more than 320 threads in registers. NOTE: measured on the H200
 // (session 17, 2^27 elements): at 1536 and 2048 chunks LayerNorm 3.32 → 3.77 and 3.47 → 3.88 TB/s
-// (bf16 12288 and 16384 columns), RMSNorm 3.53 → 3.98 and 3.86 → 4.12, f32 LayerNorm at 8192
-// columns 3.94 → 4.17; at 1024 chunks (256 threads) the registers won: LayerNorm 3.92 against
-// 3.26, f32 LayerNorm at 4096 3.90 against 3.71.
-inline constexpr int kRegisterNormMaxChunks = 1024;  // 8192 16-bit elements
+// (bf16 12288 and 16384 columns), RMSNorm 3.53 → 3.98 and 3.86 → 4.12, f32 LayerNorm at 6144 and
+// 8192 columns 3.73 → 4.02 and 3.94 → 4.17; at 1280 chunks (320 threads) the registers won
+// (LayerNorm 3.91 against 3.76, RMSNorm 3.96 against 3.94), at 1024 more so (LayerNorm 3.92
+// against 3.26).
+inline constexpr int kRegisterNormMaxChunks = 1280;  // 10240 16-bit elements
 
 // The element-by-element kernels (rows that are not whole aligned chunks) hold one chunk per
 // thread: their per-element bounds checks spilled at four chunks, even at 128 registers, and at

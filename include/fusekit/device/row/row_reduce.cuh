@@ -148,10 +148,9 @@ __device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
         // from there. Each thread combining every partial in turn (31 shared loads and 62
         // dependent adds per warp of a 1024-thread row, while the SM's one CTA has no load in
         // flight) ran LayerNorm at 3.41 TB/s against 3.52, RMSNorm 3.71 against 3.80 at 65536
-        // bf16 columns, and the norm backward at 65536 6 % slower (session 16). But at 16 warps
-        // the tree cost LayerNorm in registers at 16384 bf16 columns 6 % (3.73 → 3.50 TB/s,
-        // session 16, run 10): see docs/performance.md. The loop is not unrolled: unrolled, the
-        // sm_80 norm backward (128 registers) spilled.
+        // bf16 columns, and the norm backward at 65536 6 % slower (session 16). At 16 warps,
+        // combine_partials<16> ran the norm backward 0.4–0.6 % slower than the tree (session 17).
+        // The loop is not unrolled: unrolled, the sm_80 norm backward (128 registers) spilled.
         v = partial[first + (lane < warps ? lane : 0)];
 #pragma unroll 1
         for (int offset = kWarpThreads / 2; offset > 0; offset /= 2) {

@@ -90,7 +90,7 @@ struct SharedRowTile {
 #pragma unroll kUnroll
     for (int i = 0; i < kChunks; ++i) {
       const int c = column(slot, i);
-      if (c >= n) continue;
+      if (!chunk_in_row<kAccess>(c, n)) continue;
       float v[kElements];
       unpack_floats<T, kElements>(get(i), v);
 #pragma unroll
