@@ -117,9 +117,10 @@ TEST_P(NormForwardGpu, StagedRowsLoopOverManyRows) {
   const auto [kind, dt] = GetParam();
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
-  // Rows too long to be read twice (more than 8192 chunks): 150 16-bit rows of 131072 and 80 f32
-  // rows of 65536 in 4-CTA clusters, two buffers; 40 f32 rows of 262144 with weight and bias in
-  // 16-CTA clusters, one buffer.
+  // Rows too long to be read twice (more than 8192 chunks), with weight and bias: 150 16-bit rows
+  // of 131072 and 80 f32 rows of 65536 in clusters of six 192-thread CTAs, two buffers (four
+  // planes share the shared memory); 40 f32 rows of 262144 in 16-CTA clusters, one buffer.
+  // LayerNorm takes the one-row-per-CTA staged kernel at these lengths.
   const Shape shapes[] = {{150, 131072, 131072}, {80, 65536, 65536}, {40, 262144, 262144}};
   for (const Shape& s : shapes) {
     const bool f32 = dt == DType::F32;
