@@ -108,6 +108,40 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
   return device::plan_reread_rows(n, element, reread_packing(job)).valid() ? device::Residence::Reread : staged;
 }
 
+// How many chunks per thread a norm's whole bf16 rows in registers take: the op's config
+// (4), or fewer, fuller threads (device::FewThreadRows8 / 16) over the row lengths where they
+// ran faster.
+// NOTE: measured on the H200 (session 18, bf16, 2^27 elements, GB/s): RMSNorm at 1024 / 2048 /
+// 4096 columns 3969 → 4016 / 3940 → 4013 at 8 chunks, 3954 → 4025 at 16 (3954 at 8; at 8192,
+// 3972 against 3951 at 16: the op's config); RMSNorm → e4m3 at 4096 / 8192 3873 → 3963 / 3801 →
+// 4012 at 8 (3881 / 3818 at 16); LayerNorm → e4m3 at 2048 / 8192 2680 → 2746–2800 / 2297 →
+// 2784–2800 at 8, but at 1024 / 4096 2931 / 2880 keeping y in registers against 2731–2764 /
+// 2686–2729 (NormForms::AnyKeepingY; sessions 10–12).
+enum class ThreadChunks : std::uint8_t { OpConfig, Eight, Sixteen };
+struct ColumnRange {
+  std::int64_t first, last;
+  constexpr bool holds(std::int64_t n) const { return n >= first && n <= last; }
+};
+constexpr ColumnRange kRmsNormEight{1024, 2048}, kRmsNormSixteen{4096, 4096};
+constexpr ColumnRange kRmsNormFp8Eight{4096, 8192};
+constexpr ColumnRange kNormFp8Eight[] = {{2048, 2048}, {4096 + 1, 8192}};
+
+ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
+  const NormForwardArgs& a = job.norm;
+  if (job.residual != nullptr) return ThreadChunks::OpConfig;
+  if (job.quant == QuantScale::None) {
+    if (a.kind != NormKind::RmsNorm) return ThreadChunks::OpConfig;
+    return kRmsNormEight.holds(n)     ? ThreadChunks::Eight
+           : kRmsNormSixteen.holds(n) ? ThreadChunks::Sixteen
+                                      : ThreadChunks::OpConfig;
+  }
+  if (a.kind == NormKind::RmsNorm && a.bias.data == nullptr)
+    return kRmsNormFp8Eight.holds(n) ? ThreadChunks::Eight : ThreadChunks::OpConfig;
+  for (const ColumnRange& range : kNormFp8Eight)
+    if (range.holds(n)) return ThreadChunks::Eight;
+  return ThreadChunks::OpConfig;
+}
+
 template <class T, class Out>
 void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t stream) {
   const NormForwardArgs& a = job.norm;
@@ -193,6 +227,31 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     [[maybe_unused]] constexpr device::Access kWhole = device::Access::Whole;  // unused by f16 → e4m3
     if constexpr (kRegisterVectors) {
       [[maybe_unused]] const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
+      // Whole rows on fewer, fuller threads (thread_chunks): bf16 only. NOTE: f16 spilled there
+      // (its conversions take more registers: 76 bytes at 16 chunks, 8 at 8; ptxas, sm_90a), and
+      // f16 → e4m3 has no Whole kernels (below).
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const ThreadChunks chunks = thread_chunks(job, shape.n);
+        // Launches the kernel of `config` and `forms` if its layout holds the rows whole.
+        const auto go_whole = [&](auto config, auto forms) {
+          using FewConfig = decltype(config);
+          const device::RowLayout layout = rows::plan<FewConfig>("x", shape.n, a.x.dtype);
+          if (!rows::whole_rows(layout, shape.n, shape.rows)) return false;
+          p.layout = layout;
+          go(device::norm_forward_kernel<T, Out, FewConfig, kWhole, kResidence, decltype(forms)::value>);
+          return true;
+        };
+        using AnyForm = std::integral_constant<NormForms, NormForms::Any>;
+        if constexpr (std::is_same_v<T, Out>) {
+          if (chunks == ThreadChunks::Eight && go_whole(device::FewThreadRows8{}, AnyForm{})) return;
+          if (chunks == ThreadChunks::Sixteen && go_whole(device::FewThreadRows16{}, AnyForm{})) return;
+        } else if (chunks == ThreadChunks::Eight) {
+          using UnbiasedForm = std::integral_constant<NormForms, NormForms::RmsNormUnbiased>;
+          if (rms_unbiased ? go_whole(device::FewThreadRows8{}, UnbiasedForm{})
+                           : go_whole(device::QuantizingFewThreadRows8{}, AnyForm{}))
+            return;
+        }
+      }
       if constexpr (std::is_same_v<T, Out>) {
         if (whole && a.kind == NormKind::LayerNorm && job.residual == nullptr &&
             p.layout.block_threads() <= device::ShortRows::kMaxThreads) {

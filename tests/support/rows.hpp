@@ -28,12 +28,13 @@ struct RowShape {
 // also clustered (40001); rows of whole chunks are staged in shared memory by the forward kernels
 // (softmax from 1024 columns, several rows per CTA below 4096; quantizing norms from 16384), in
 // clusters of up to 16 CTAs (262144 f32), or read twice by the norms in CTAs of 256 (12288 and
-// 20480, padded; 16384), 512 (40000) and 1024 threads (65536).
+// 20480, padded; 16384), 512 (40000) and 1024 threads (65536); the bf16 norms' whole rows on few
+// threads of 8 or 16 chunks (1024, 2048 in 24 rows, 4096, 6144, 8192: src/norm/norm_forward.cu).
 inline constexpr RowShape kRowShapes[] = {
     {5, 8, 8},           {67, 128, 128},     {33, 200, 203},     {64, 1024, 1024},  {37, 1000, 1000},
-    {33, 2048, 2048},    {16, 4096, 4104},   {9, 3001, 3001},    {5, 8192, 8200},   {3, 12288, 12296},
-    {4, 16384, 16384},   {3, 12347, 12350},  {3, 20480, 20488},  {3, 40000, 40000}, {2, 40001, 40008},
-    {2, 65536, 65536},   {2, 131071, 131072}, {2, 262144, 262144}};
+    {33, 2048, 2048},    {24, 2048, 2048},   {16, 4096, 4104},   {8, 6144, 6152},   {9, 3001, 3001},
+    {5, 8192, 8200},     {3, 12288, 12296},  {4, 16384, 16384},  {3, 12347, 12350}, {3, 20480, 20488},
+    {3, 40000, 40000},   {2, 40001, 40008},  {2, 65536, 65536},  {2, 131071, 131072}, {2, 262144, 262144}};
 
 // A padded [rows, n] matrix view in device memory that owns its buffer.
 struct PaddedRows {
