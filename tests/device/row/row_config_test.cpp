@@ -49,6 +49,30 @@ TEST(RowConfig, LongerRowsTakeWholeWarpsSizedToTheRow) {
   EXPECT_EQ(plan<One>(16384, kBf16, kMaxClusterCtas).threads, kPreferredRowThreads);
 }
 
+TEST(RowConfig, RowsThatShareACtaArePowersOfTwoThreads) {
+  // The kernels find a thread's row in its CTA by a shift (RowLayout::row_shift).
+  for (std::int64_t n = 1; n <= 8192; ++n) {
+    for (const RowLayout& layout : {plan<One>(n, kBf16, kMaxClusterCtas), plan<Two>(n, kF32, kMaxClusterCtas),
+                                    plan<FewThreadRows8>(n, kBf16, kMaxClusterCtas),
+                                    plan<FewThreadRows16>(n, kBf16, kMaxClusterCtas)}) {
+      if (layout.rows_per_cta == 1) continue;
+      EXPECT_EQ(1 << layout.row_shift, layout.threads) << n;
+      EXPECT_EQ(layout.block_threads(), kMinBlockThreads) << n;
+    }
+  }
+}
+
+TEST(RowConfig, FewThreadRowsHoldA4096LongRowInOneWarpOrTwo) {
+  const RowLayout sixteen = plan<FewThreadRows16>(4096, kBf16, kMaxClusterCtas);
+  EXPECT_EQ(sixteen.threads, kWarpThreads);
+  EXPECT_EQ(sixteen.rows_per_cta, kMinBlockThreads / kWarpThreads);
+  EXPECT_EQ(sixteen.slice, 4096);
+  const RowLayout eight = plan<FewThreadRows8>(4096, kBf16, kMaxClusterCtas);
+  EXPECT_EQ(eight.threads, 2 * kWarpThreads);
+  EXPECT_EQ(eight.rows_per_cta, 2);
+  EXPECT_EQ(plan<QuantizingFewThreadRows8>(8192, kBf16, kMaxClusterCtas).threads, kMinBlockThreads);
+}
+
 TEST(RowConfig, SplitsLongRowsOverClustersThatCoverThem) {
   for (const std::int64_t n : {32769, 40000, 65536, 131071, 131072, 262144}) {
     const RowLayout p = plan<One>(n, kBf16, kMaxClusterCtas);

@@ -127,6 +127,10 @@ struct RowLayout {
   int rows_per_cta = 1;  // > 1 only when threads < kMinBlockThreads
   int cluster = 1;       // CTAs per row
   int slice = 0;         // columns each CTA holds (threads · kChunks · elements per chunk)
+  // log2(threads) where rows share a CTA (rows of at most 64 threads: a power of two), so a
+  // thread finds its row by a shift. NOTE: the signed division it replaces was ~25 instructions of
+  // every row's prologue (ncu, session 18: 5 % of RMSNorm → e4m3's at 4096 columns on 64 threads).
+  int row_shift = 0;
   constexpr bool valid() const { return threads > 0; }
   constexpr int block_threads() const { return threads * rows_per_cta; }
 };
@@ -155,6 +159,7 @@ constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int device_clus
     layout.threads = static_cast<int>((needed + kWarpThreads - 1) / kWarpThreads * kWarpThreads);
   }
   layout.rows_per_cta = std::max(1, kMinBlockThreads / layout.threads);
+  while ((2 << layout.row_shift) <= layout.threads) ++layout.row_shift;
   layout.cluster = static_cast<int>(cluster);
   layout.slice = layout.threads * Config::kChunks * per_chunk;
   return layout;
