@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "../row/row_launch.cuh"
 #include "fusekit/device/norm/norm_backward.cuh"
@@ -39,6 +40,31 @@ struct RowBlocks {
   }
 };
 
+// Whether rows of `layout` run norm_backward_staged_kernel: vector rows of one CTA of at most
+// kStagedBackwardMaxThreads threads (2048–4096 16-bit columns).
+// NOTE: measured on the H200 (session 18, bf16, 2^27 elements, GB/s): staged, LayerNorm backward
+// 3514 → 3616 at 2048 columns, 3460 → 3511 at 4096, RMSNorm 3500 → 3559 at 4096; but 3413 →
+// 3260 at 8192 (one 512-thread CTA per SM), and rows split over clusters lost 6–15 % (LayerNorm
+// 2355 → 2212 / 1313 → 1188 / 1203 → 1083 at 16384 / 32768 / 65536): there the cluster
+// reduction of every row bounds the loop, not the loads in flight.
+constexpr int kStagedBackwardMaxThreads = 256;
+template <device::Access kAccess>
+bool staged_rows(const device::RowLayout& layout) {
+  return kAccess == device::Access::Vector && layout.cluster == 1 && layout.rows_per_cta == 1 &&
+         layout.threads <= kStagedBackwardMaxThreads;
+}
+
+// The staged kernel with its dynamic shared memory allowed.
+template <class T>
+auto staged_kernel(const device::RowLayout& layout) {
+  using Config = device::LoopingTwoTensorRows;
+  const auto kernel = device::norm_backward_staged_kernel<T, Config>;
+  const auto bytes = device::norm_backward_staged_bytes<T, Config>(layout);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+             "norm_backward_staged_kernel shared memory");
+  return std::pair{kernel, bytes};
+}
+
 // As many groups as stay resident on the device (one wave: every group loops over its block),
 // but at least kMinStepsPerGroup steps per group.
 template <class T, device::Access kAccess>
@@ -47,9 +73,15 @@ RowBlocks plan_blocks(std::int64_t rows, std::int64_t n, DType dtype) {
   RowBlocks b;
   b.layout = rows::plan<Config>("x", n, dtype);
   int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, device::norm_backward_kernel<T, Config, kAccess>,
-                                                           b.layout.block_threads(), 0),
-             "norm_backward_kernel occupancy");
+  if (staged_rows<kAccess>(b.layout)) {
+    const auto [kernel, bytes] = staged_kernel<T>(b.layout);
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, b.layout.block_threads(), bytes),
+               "norm_backward_staged_kernel occupancy");
+  } else {
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                   &per_sm, device::norm_backward_kernel<T, Config, kAccess>, b.layout.block_threads(), 0),
+               "norm_backward_kernel occupancy");
+  }
   const std::int64_t resident =
       std::max<std::int64_t>(1, std::int64_t{per_sm} * current_device_info().sm_count / b.layout.cluster);
   b.steps = ceil_div(rows, b.layout.rows_per_cta);
@@ -145,8 +177,13 @@ void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t
       if (!a.dbias.empty()) p.partial_db = reinterpret_cast<float*>(base + partial);
       sums = {p.partial_dw, p.partial_db, a.dweight.data, a.dbias.data, blocks.groups, p.n};
     }
-    rows::launch(device::norm_backward_kernel<T, Config, kAccess>, p.layout, blocks.groups * p.layout.rows_per_cta,
-                 p, stream, "norm_backward_kernel");
+    if (staged_rows<kAccess>(p.layout)) {
+      const auto [kernel, bytes] = staged_kernel<T>(p.layout);
+      rows::launch(kernel, p.layout, blocks.groups, p, stream, "norm_backward_staged_kernel", bytes);
+    } else {
+      rows::launch(device::norm_backward_kernel<T, Config, kAccess>, p.layout, blocks.groups * p.layout.rows_per_cta,
+                   p, stream, "norm_backward_kernel");
+    }
     if (param_grads(a) == ParamGrads::Wanted) {
       const auto tiles = static_cast<unsigned>(ceil_div(shape.n, device::kWarpThreads));
       device::norm_column_sum_kernel<T>

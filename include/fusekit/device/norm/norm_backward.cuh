@@ -14,6 +14,7 @@
 #include "fusekit/device/norm/norm_backward_config.hpp"
 #include "fusekit/device/row/row_reduce.cuh"
 #include "fusekit/device/row/row_tile.cuh"
+#include "fusekit/device/row/shared_row_tile.cuh"
 #include "fusekit/norm.hpp"
 
 namespace fusekit::device {
@@ -138,6 +139,26 @@ __device__ inline void norm_backward_row(const NormBackwardParams& p, const RowS
     }
 }
 
+// w's chunks of a thread, read once for all rows of its block (columns >= n read as 0: their dy
+// is 0 too).
+template <class T, class Config, Access kAccess>
+__device__ inline RowTile<T, Config> weight_tile(const NormBackwardParams& p, const RowSlot& slot) {
+  using Tile = RowTile<T, Config>;
+  constexpr int kE = Tile::kElements;
+  Tile w;
+#pragma unroll
+  for (int i = 0; i < Tile::kChunks; ++i) {
+    const int c = Tile::column(slot, i);
+    if (p.weight) {
+      w.chunk[i] = load_pack<T, kE, Cache::Keep, kAccess>(static_cast<const T*>(p.weight), c, p.n);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kE; ++e) w.set(i, e, 1.0f);
+    }
+  }
+  return w;
+}
+
 template <class T, class Config, Access kAccess>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(const NormBackwardParams p) {
   using Tile = RowTile<T, Config>;
@@ -154,18 +175,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
     return std::int64_t{first + static_cast<std::uint32_t>(k)} * p.layout.rows_per_cta + within;
   };
 
-  // w, read once for all rows of the block (columns >= n read as 0: their dy is 0 too).
-  Tile w;
-#pragma unroll
-  for (int i = 0; i < Tile::kChunks; ++i) {
-    const int c = Tile::column(at.slot, i);
-    if (p.weight) {
-      w.chunk[i] = load_pack<T, kE, Cache::Keep, kAccess>(static_cast<const T*>(p.weight), c, p.n);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kE; ++e) w.set(i, e, 1.0f);
-    }
-  }
+  const Tile w = weight_tile<T, Config, kAccess>(p, at.slot);
 
   // NOTE: the next row's loads are issued before this row's reduction, so they stay in flight
   // through its barrier and its stores. At 128 registers only 512 threads per SM are resident
@@ -213,6 +223,81 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
     if (p.partial_dw) store_column_sums<T, Config, kAccess>(p.partial_dw + offset, sums.dw, at.slot, p.n);
     if (p.partial_db) store_column_sums<T, Config, kAccess>(p.partial_db + offset, sums.db, at.slot, p.n);
   }
+  cluster_finish(p.layout);
+}
+
+// The row loop with its rows staged in shared memory (vector access): each thread copies its
+// chunks of x and dy kBackwardStages − 1 rows ahead by cp.async (its own chunks only, so no
+// barrier guards the ring), instead of holding the next row in registers; the launcher takes it
+// where that measured faster (src/norm/norm_backward.cu, staged_rows). Rows split over a cluster
+// work too (their cluster reductions as in norm_backward_kernel).
+inline constexpr int kBackwardStages = 4;
+// Shared memory planes per stage: x and dy.
+inline constexpr int kBackwardStagePlanes = 2;
+
+template <class T, class Config>
+__host__ __device__ constexpr std::size_t norm_backward_staged_bytes(const RowLayout& layout) {
+  return SharedRowTile<T, Config>::bytes(layout) * kBackwardStages * kBackwardStagePlanes;
+}
+
+template <class T, class Config>
+__global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_staged_kernel(const NormBackwardParams p) {
+  using Tile = RowTile<T, Config>;
+  using Staged = SharedRowTile<T, Config>;
+  constexpr Access kAccess = Access::Vector;
+  cluster_begin(p.layout);
+  const RowPosition at = RowPosition::of(p.layout);  // one row per CTA (rows_per_cta == 1)
+  const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
+  // NOTE: 32-bit row arithmetic (rows < 2^32, the launcher checks), to spare registers.
+  const auto first = static_cast<std::uint32_t>(group * p.steps_per_group);
+  const auto end = static_cast<std::uint32_t>(first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps);
+  const int count = static_cast<int>(end - first);
+  const auto row_of = [&](int k) { return std::int64_t{first + static_cast<std::uint32_t>(k)}; };
+  const Tile w = weight_tile<T, Config, kAccess>(p, at.slot);
+
+  // Starts the copies of row k's x and dy into its stage, as one cp.async group of the thread.
+  const auto stage = [&](int k) {
+    const std::int64_t row = row_of(k);
+    const int plane = kBackwardStagePlanes * (k % kBackwardStages);
+    Staged(at.slot, plane).template copy<kAccess>(p.x.row_divided<const T>(row, p.rows_per_batch), at.slot, p.n);
+    Staged(at.slot, plane + 1).template copy<kAccess>(p.dy.row_divided<const T>(row, p.rows_per_batch), at.slot, p.n);
+  };
+  for (int k = 0; k + 1 < kBackwardStages; ++k) {
+    if (k < count) stage(k);
+    Staged::commit();
+  }
+  // The forward's statistics of the next row, loaded a row ahead.
+  const auto mean_of = [&](int k) { return p.kind == NormKind::LayerNorm ? p.mean[row_of(k)] : 0.0f; };
+  float mean = mean_of(0), rstd = p.rstd[row_of(0)];
+
+  ColumnSums<T, Config> sums;
+  for (int k = 0; k < count; ++k) {
+    if (k + kBackwardStages - 1 < count) stage(k + kBackwardStages - 1);
+    Staged::commit();
+    Staged::template wait<kBackwardStages - 1>();  // row k landed; the later rows may still fly
+    NormBackwardRow<T, Config, kAccess> r;
+    r.index = static_cast<std::uint32_t>(row_of(k));
+    r.mean = mean;
+    r.rstd = rstd;
+    if (k + 1 < count) {
+      mean = mean_of(k + 1);
+      rstd = p.rstd[row_of(k + 1)];
+    }
+    const int plane = kBackwardStagePlanes * (k % kBackwardStages);
+    const Staged x(at.slot, plane), dy(at.slot, plane + 1);
+#pragma unroll
+    for (int i = 0; i < Tile::kChunks; ++i) {
+      // Chunks past n were not copied: they read as 0, as the register kernel loads them.
+      const bool in_row = Tile::column(at.slot, i) < p.n;
+      r.x.chunk[i] = in_row ? x.get(i) : typename Tile::Chunk{};
+      r.dy.chunk[i] = in_row ? dy.get(i) : typename Tile::Chunk{};
+    }
+    norm_backward_row<T, Config, kAccess>(p, at.slot, w, r, sums, k);
+  }
+
+  const std::int64_t offset = std::int64_t{group} * p.n;
+  if (p.partial_dw) store_column_sums<T, Config, kAccess>(p.partial_dw + offset, sums.dw, at.slot, p.n);
+  if (p.partial_db) store_column_sums<T, Config, kAccess>(p.partial_db + offset, sums.db, at.slot, p.n);
   cluster_finish(p.layout);
 }
 
