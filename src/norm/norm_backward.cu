@@ -54,15 +54,11 @@ bool staged_rows(const device::RowLayout& layout) {
          layout.threads <= kStagedBackwardMaxThreads;
 }
 
-// The staged kernel with its dynamic shared memory allowed.
+// The staged kernel and its dynamic shared memory (rows::RowLaunch allows it).
 template <class T>
 auto staged_kernel(const device::RowLayout& layout) {
   using Config = device::LoopingTwoTensorRows;
-  const auto kernel = device::norm_backward_staged_kernel<T, Config>;
-  const auto bytes = device::norm_backward_staged_bytes<T, Config>(layout);
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-             "norm_backward_staged_kernel shared memory");
-  return std::pair{kernel, bytes};
+  return std::pair{&device::norm_backward_staged_kernel<T, Config>, device::norm_backward_staged_bytes<T, Config>(layout)};
 }
 
 // As many groups as stay resident on the device (one wave: every group loops over its block),
@@ -72,18 +68,14 @@ RowBlocks plan_blocks(std::int64_t rows, std::int64_t n, DType dtype) {
   using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
   RowBlocks b;
   b.layout = rows::plan<Config>("x", n, dtype);
-  int per_sm = 0;
+  std::int64_t resident = 0;
   if (staged_rows<kAccess>(b.layout)) {
     const auto [kernel, bytes] = staged_kernel<T>(b.layout);
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, b.layout.block_threads(), bytes),
-               "norm_backward_staged_kernel occupancy");
+    resident = rows::resident_groups(kernel, b.layout, bytes, "norm_backward_staged_kernel");
   } else {
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                   &per_sm, device::norm_backward_kernel<T, Config, kAccess>, b.layout.block_threads(), 0),
-               "norm_backward_kernel occupancy");
+    resident = rows::resident_groups(device::norm_backward_kernel<T, Config, kAccess>, b.layout, 0,
+                                     "norm_backward_kernel");
   }
-  const std::int64_t resident =
-      std::max<std::int64_t>(1, std::int64_t{per_sm} * current_device_info().sm_count / b.layout.cluster);
   b.steps = ceil_div(rows, b.layout.rows_per_cta);
   const std::int64_t wanted = std::max<std::int64_t>(1, std::min(resident, b.steps / kMinStepsPerGroup));
   b.steps_per_group = ceil_div(b.steps, wanted);

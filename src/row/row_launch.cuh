@@ -243,25 +243,36 @@ void launch(void (*kernel)(Params), const device::RowLayout& layout, std::int64_
   check_launch(name);
 }
 
+// How many CTA groups (clusters of `layout.cluster`) of `kernel` with `shared_bytes` each are
+// resident on the device at once.
+// NOTE: for clusters the occupancy per SM times the SMs over-counts: a cluster's CTAs must share
+// one GPC, and the GPCs' SM counts are not multiples of the cluster (session 19).
+template <class Params>
+std::int64_t resident_groups(void (*kernel)(Params), const device::RowLayout& layout, std::size_t shared_bytes,
+                             std::string_view name) {
+  RowLaunch<Params> l(kernel, layout, shared_bytes, nullptr, name);
+  int groups = 0;
+  if (layout.cluster > 1) {
+    l.config.gridDim = dim3(static_cast<unsigned>(layout.cluster));
+    check_cuda(cudaOccupancyMaxActiveClusters(&groups, kernel, &l.config), join(name, " occupancy"));
+  } else {
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, layout.block_threads(), shared_bytes),
+               join(name, " occupancy"));
+    groups = per_sm * current_device_info().sm_count;
+  }
+  require(groups >= 1, join(name, " resident CTAs"), ">= 1 with this shared memory", groups);
+  return groups;
+}
+
 // Launches a persistent row kernel: as many CTA groups (clusters of `layout.cluster`) as are
 // resident at once with `shared_bytes` each, at most one per row; group g takes rows g, g + G, ….
 template <class Params>
 void launch_persistent(void (*kernel)(Params), const device::RowLayout& layout, std::int64_t rows,
                        const Params& params, cudaStream_t stream, std::string_view name, std::size_t shared_bytes) {
   require(layout.rows_per_cta == 1, join(name, " rows per CTA"), 1, layout.rows_per_cta);
+  const std::int64_t groups = std::min(rows, resident_groups(kernel, layout, shared_bytes, name));
   RowLaunch<Params> l(kernel, layout, shared_bytes, stream, name);
-  int resident_groups = 0;
-  if (layout.cluster > 1) {
-    l.config.gridDim = dim3(static_cast<unsigned>(layout.cluster));
-    check_cuda(cudaOccupancyMaxActiveClusters(&resident_groups, kernel, &l.config), join(name, " occupancy"));
-  } else {
-    int per_sm = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, layout.block_threads(), shared_bytes),
-               join(name, " occupancy"));
-    resident_groups = per_sm * current_device_info().sm_count;
-  }
-  require(resident_groups >= 1, join(name, " resident CTAs"), ">= 1 with this shared memory", resident_groups);
-  const std::int64_t groups = std::min<std::int64_t>(rows, resident_groups);
   l.config.gridDim = dim3(static_cast<unsigned>(groups * layout.cluster));
   check_cuda(cudaLaunchKernelEx(&l.config, kernel, params), std::string(name));
   check_launch(name);
