@@ -61,6 +61,19 @@ auto staged_kernel(const device::RowLayout& layout) {
   return std::pair{&device::norm_backward_staged_kernel<T, Config>, device::norm_backward_staged_bytes<T, Config>(layout)};
 }
 
+// Whether rows of `layout` run norm_backward_cluster_kernel: vector rows split over a cluster.
+template <device::Access kAccess>
+bool cluster_rows(const device::RowLayout& layout) {
+  return kAccess == device::Access::Vector && layout.cluster > 1;
+}
+
+// The cluster kernel and its dynamic shared memory.
+template <class T>
+auto cluster_kernel(const device::RowLayout& layout) {
+  using Config = device::LoopingTwoTensorRows;
+  return std::pair{&device::norm_backward_cluster_kernel<T, Config>, device::norm_backward_cluster_bytes<T, Config>(layout)};
+}
+
 // As many groups as stay resident on the device (one wave: every group loops over its block),
 // but at least kMinStepsPerGroup steps per group.
 template <class T, device::Access kAccess>
@@ -69,7 +82,10 @@ RowBlocks plan_blocks(std::int64_t rows, std::int64_t n, DType dtype) {
   RowBlocks b;
   b.layout = rows::plan<Config>("x", n, dtype);
   std::int64_t resident = 0;
-  if (staged_rows<kAccess>(b.layout)) {
+  if (cluster_rows<kAccess>(b.layout)) {
+    const auto [kernel, bytes] = cluster_kernel<T>(b.layout);
+    resident = rows::resident_groups(kernel, b.layout, bytes, "norm_backward_cluster_kernel");
+  } else if (staged_rows<kAccess>(b.layout)) {
     const auto [kernel, bytes] = staged_kernel<T>(b.layout);
     resident = rows::resident_groups(kernel, b.layout, bytes, "norm_backward_staged_kernel");
   } else {
@@ -169,7 +185,10 @@ void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t
       if (!a.dbias.empty()) p.partial_db = reinterpret_cast<float*>(base + partial);
       sums = {p.partial_dw, p.partial_db, a.dweight.data, a.dbias.data, blocks.groups, p.n};
     }
-    if (staged_rows<kAccess>(p.layout)) {
+    if (cluster_rows<kAccess>(p.layout)) {
+      const auto [kernel, bytes] = cluster_kernel<T>(p.layout);
+      rows::launch(kernel, p.layout, blocks.groups, p, stream, "norm_backward_cluster_kernel", bytes);
+    } else if (staged_rows<kAccess>(p.layout)) {
       const auto [kernel, bytes] = staged_kernel<T>(p.layout);
       rows::launch(kernel, p.layout, blocks.groups, p, stream, "norm_backward_staged_kernel", bytes);
     } else {

@@ -39,12 +39,13 @@ using Padded = testing::PaddedRows;
 // sharing a CTA (1, 4, 16 lanes, rows not a multiple of the CTA's), a warp, 64 and 96 threads,
 // full CTAs, clusters of 2, 4 and 8 CTAs (full and not); odd lengths and padded row strides
 // (aligned and not) take the element-by-element kernels, also clustered (12347, 40001); many
-// rows give each CTA group a block of rows to loop over.
+// rows give each CTA group a block of rows to loop over (301 at 32768: blocks of an odd
+// number of rows, and a last block shorter than the others).
 constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 203},    {64, 1024, 1024},
                              {37, 1000, 1000},   {33, 2048, 2048},   {16, 4096, 4104},  {9, 3001, 3001},
                              {4, 16384, 16384},  {3, 12347, 12350},  {3, 40000, 40000}, {2, 40001, 40008},
                              {2, 65536, 65536},  {3001, 256, 256},   {1999, 777, 784},  {2000, 4096, 4096},
-                             {300, 32768, 32768}};
+                             {301, 32768, 32768}};
 
 using Range = testing::ValueRange;
 

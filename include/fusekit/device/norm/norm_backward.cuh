@@ -9,7 +9,13 @@
 //      through shared memory first, in a fixed order);
 //   2. norm_column_sum_kernel: each column's partials are summed over the groups in a fixed order.
 // No atomics: the same device and shape give the same bits every run.
+#include <cooperative_groups.h>
+#include <cute/arch/cluster_sm90.hpp>
+#include <cute/arch/util.hpp>
+#include <cutlass/arch/barrier.h>
+
 #include <cstdint>
+#include <cstring>
 
 #include "fusekit/device/norm/norm_backward_config.hpp"
 #include "fusekit/device/row/row_reduce.cuh"
@@ -299,6 +305,218 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_staged_k
   if (p.partial_dw) store_column_sums<T, Config, kAccess>(p.partial_dw + offset, sums.dw, at.slot, p.n);
   if (p.partial_db) store_column_sums<T, Config, kAccess>(p.partial_db + offset, sums.db, at.slot, p.n);
   cluster_finish(p.layout);
+}
+
+// Rows split over a cluster (vector access): staged in shared memory as in
+// norm_backward_staged_kernel, but a row's two sums cross the cluster without a cluster barrier.
+// The rows go in groups of kExchangeRows; a CTA pushes its sums of a group into a slot of every
+// peer by st.async, which completes the transaction count of that peer's mbarrier for the slot,
+// and then sums the next group's rows while those pushes travel: it waits for a group's totals
+// only when it writes that group's dx. A cluster barrier per row (row_allreduce) stalled every CTA
+// on its slowest peer twice per row.
+// NOTE: measured on the H200 (session 19, LayerNorm backward bf16, GB/s): at 16384 / 32768 /
+// 65536 columns a cluster barrier per row ran 2358 / 2174 / 2013, one per 4 rows 2658 / 2425 /
+// 2313, these pushes 3321 / 3006 / 2816.
+inline constexpr int kExchangeRows = 2;  // a group's (Σg, Σg·x̂) pairs fill one 16-byte push
+// Slots in flight per CTA: a CTA pushes group g + 4 into slot g % 4 of a peer only after its own
+// wait for group g + 2, which that peer's push of g + 2 completed, and the peer pushes g + 2
+// only after reading its totals of group g: four slots never overwrite unread sums.
+inline constexpr int kExchangeSlots = 4;
+// Groups staged per CTA: the one whose dx is written, the one being summed, the one loading.
+inline constexpr int kExchangeGroupsStaged = 3;
+
+template <class T, class Config>
+__host__ __device__ constexpr std::size_t norm_backward_cluster_bytes(const RowLayout& layout) {
+  return SharedRowTile<T, Config>::bytes(layout) * kExchangeRows * kExchangeGroupsStaged * kBackwardStagePlanes;
+}
+
+// The (Σg, Σg·x̂) pairs of a group's rows.
+struct GroupSums {
+  SumPair row[kExchangeRows];
+};
+struct GroupSumsOp {
+  __device__ GroupSums operator()(const GroupSums& a, const GroupSums& b) const {
+    GroupSums s;
+#pragma unroll
+    for (int j = 0; j < kExchangeRows; ++j) s.row[j] = SumPairOp{}(a.row[j], b.row[j]);
+    return s;
+  }
+};
+static_assert(sizeof(GroupSums) == sizeof(uint4), "a group's sums are one 16-byte push");
+
+template <class T, class Config>
+__global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_kernel(const NormBackwardParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Tile = RowTile<T, Config>;
+  using Staged = SharedRowTile<T, Config>;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  constexpr int kE = Tile::kElements;
+  constexpr Access kAccess = Access::Vector;
+  constexpr int kStagedRows = kExchangeRows * kExchangeGroupsStaged;
+  __shared__ typename Barrier::ValueType pushed[kExchangeSlots];
+  __shared__ GroupSums received[kExchangeSlots][kMaxNonPortableClusterCtas];
+  __shared__ GroupSums warp_sums[2][kMaxRowThreads / kWarpThreads];
+
+  const RowPosition at = RowPosition::of(p.layout);  // one row per CTA (rows_per_cta == 1)
+  auto cluster = cooperative_groups::this_cluster();
+  const auto rank = static_cast<int>(cluster.block_rank());
+  const auto thread = static_cast<int>(threadIdx.x);
+  const int warp = thread / kWarpThreads, lane = thread % kWarpThreads;
+  if (thread == 0) {
+#pragma unroll
+    for (int s = 0; s < kExchangeSlots; ++s) Barrier::init(&pushed[s], 1);  // this CTA's expect_tx
+    cutlass::arch::fence_barrier_init();
+  }
+  cluster.sync();  // every peer runs and has its mbarriers initialised before the first push
+
+  const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
+  // NOTE: 32-bit row arithmetic (rows < 2^32, the launcher checks), to spare registers.
+  const auto first = static_cast<std::uint32_t>(group * p.steps_per_group);
+  const auto end = static_cast<std::uint32_t>(first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps);
+  const int count = static_cast<int>(end - first);
+  const int exchanges = (count + kExchangeRows - 1) / kExchangeRows;  // the same in every CTA of the cluster
+  const auto row_of = [&](int k) { return std::int64_t{first + static_cast<std::uint32_t>(k)}; };
+  const Tile w = weight_tile<T, Config, kAccess>(p, at.slot);
+  const float inv_n = 1.0f / static_cast<float>(p.n);
+
+  // Group g's rows (those in the block) start copying into their stage, one cp.async group.
+  const auto stage = [&](int g) {
+#pragma unroll
+    for (int j = 0; j < kExchangeRows; ++j) {
+      const int k = g * kExchangeRows + j;
+      if (k >= count) continue;
+      const std::int64_t row = row_of(k);
+      const int plane = kBackwardStagePlanes * (k % kStagedRows);
+      Staged(at.slot, plane).template copy<kAccess>(p.x.row_divided<const T>(row, p.rows_per_batch), at.slot, p.n);
+      Staged(at.slot, plane + 1).template copy<kAccess>(p.dy.row_divided<const T>(row, p.rows_per_batch), at.slot, p.n);
+    }
+    Staged::commit();
+  };
+  // The forward's statistics of group g (rows past the block: 0, so they add nothing).
+  struct Stats {
+    float mean[kExchangeRows], rstd[kExchangeRows];
+  };
+  const auto stats_of = [&](int g) {
+    Stats s;
+#pragma unroll
+    for (int j = 0; j < kExchangeRows; ++j) {
+      const int k = g * kExchangeRows + j;
+      s.mean[j] = k < count && p.kind == NormKind::LayerNorm ? p.mean[row_of(k)] : 0.0f;
+      s.rstd[j] = k < count ? p.rstd[row_of(k)] : 0.0f;
+    }
+    return s;
+  };
+  // This thread's Σg and Σg·x̂ over its chunks of each row of group g.
+  const auto sums_of = [&](int g, const Stats& s) {
+    GroupSums part;
+#pragma unroll
+    for (int j = 0; j < kExchangeRows; ++j) {
+      part.row[j] = {0.0f, 0.0f};
+      const int k = g * kExchangeRows + j;
+      if (k >= count) continue;
+      const int plane = kBackwardStagePlanes * (k % kStagedRows);
+      const Staged x(at.slot, plane), dy(at.slot, plane + 1);
+#pragma unroll
+      for (int i = 0; i < Tile::kChunks; ++i) {
+        if (Tile::column(at.slot, i) >= p.n) continue;
+        float xv[kE], dyv[kE];
+        unpack_floats<T, kE>(x.get(i), xv);
+        unpack_floats<T, kE>(dy.get(i), dyv);
+#pragma unroll
+        for (int e = 0; e < kE; ++e) {
+          const float g_e = dyv[e] * w.value(i, e);
+          part.row[j].first += g_e;
+          part.row[j].second += g_e * ((xv[e] - s.mean[j]) * s.rstd[j]);
+        }
+      }
+    }
+    return part;
+  };
+  // The CTA's sums of group g (warp butterflies, then warp 0 over the warps' partials, in a fixed
+  // order), pushed by lane r of warp 0 into slot g % kExchangeSlots of CTA r for this CTA's rank.
+  const auto push = [&](int g, GroupSums part) {
+#pragma unroll
+    for (int mask = kWarpThreads / 2; mask > 0; mask /= 2) part = GroupSumsOp{}(part, shuffle_xor(part, mask));
+    GroupSums* partials = warp_sums[g % 2];
+    if (lane == 0) partials[warp] = part;
+    __syncthreads();
+    if (warp != 0) return;
+    part = lane < p.layout.threads / kWarpThreads ? partials[lane] : GroupSums{};
+#pragma unroll
+    for (int mask = kWarpThreads / 2; mask > 0; mask /= 2) part = GroupSumsOp{}(part, shuffle_xor(part, mask));
+    const int slot = g % kExchangeSlots;
+    if (lane < p.layout.cluster) {
+      std::uint32_t words[sizeof(GroupSums) / sizeof(std::uint32_t)];
+      memcpy(words, &part, sizeof(GroupSums));
+      const auto to = cute::cast_smem_ptr_to_uint(&received[slot][rank]);
+      const auto barrier = cute::cast_smem_ptr_to_uint(&pushed[slot]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        cute::store_shared_remote(words[q], to + q * static_cast<std::uint32_t>(sizeof(std::uint32_t)), barrier, lane);
+    }
+    if (lane == 0) Barrier::arrive_and_expect_tx(&pushed[slot], p.layout.cluster * sizeof(GroupSums));
+  };
+  // Group g's totals over the cluster, its CTAs' sums added in rank order (the same bits in each).
+  const auto totals_of = [&](int g) {
+    const int slot = g % kExchangeSlots;
+    Barrier::wait(&pushed[slot], (g / kExchangeSlots) % 2);
+    GroupSums total = received[slot][0];
+    for (int r = 1; r < p.layout.cluster; ++r) total = GroupSumsOp{}(total, received[slot][r]);
+    return total;
+  };
+
+  ColumnSums<T, Config> sums;
+  if (exchanges > 0) {
+    stage(0);
+    stage(1);
+    Staged::template wait<1>();  // group 0 landed
+    Stats now = stats_of(0), next = stats_of(1);
+    push(0, sums_of(0, now));
+    for (int g = 0; g < exchanges; ++g) {
+      stage(g + 2);
+      Staged::template wait<1>();  // group g + 1 landed; group g + 2 may still fly
+      const Stats after = stats_of(g + 2);
+      if (g + 1 < exchanges) push(g + 1, sums_of(g + 1, next));
+      const GroupSums total = totals_of(g);
+      // dx of group g's rows, and dy·x̂ and dy into the column sums.
+#pragma unroll
+      for (int j = 0; j < kExchangeRows; ++j) {
+        const int k = g * kExchangeRows + j;
+        if (k >= count) continue;
+        const float mean_g = p.kind == NormKind::LayerNorm ? total.row[j].first * inv_n : 0.0f;
+        const float mean_g_xhat = total.row[j].second * inv_n;
+        const int plane = kBackwardStagePlanes * (k % kStagedRows);
+        const Staged x(at.slot, plane), dy(at.slot, plane + 1);
+        T* dx = p.dx.row_divided<T>(row_of(k), p.rows_per_batch);
+#pragma unroll
+        for (int i = 0; i < Tile::kChunks; ++i) {
+          const int c = Tile::column(at.slot, i);
+          if (c >= p.n) continue;
+          float xv[kE], dyv[kE], out[kE];
+          unpack_floats<T, kE>(x.get(i), xv);
+          unpack_floats<T, kE>(dy.get(i), dyv);
+#pragma unroll
+          for (int e = 0; e < kE; ++e) {
+            const float xhat = (xv[e] - now.mean[j]) * now.rstd[j];
+            out[e] = now.rstd[j] * (dyv[e] * w.value(i, e) - mean_g - xhat * mean_g_xhat);
+            sums.dw[i][e] += dyv[e] * xhat;
+            sums.db[i][e] += dyv[e];
+          }
+          store_pack<T, kE, kAccess>(dx, c, p.n, pack_floats<T, kE>(out));
+        }
+      }
+      now = next;
+      next = after;
+    }
+  }
+
+  // NOTE: no cluster barrier at the exit: every push into this CTA was waited for above.
+  const std::int64_t offset = std::int64_t{group} * p.n;
+  if (p.partial_dw) store_column_sums<T, Config, kAccess>(p.partial_dw + offset, sums.dw, at.slot, p.n);
+  if (p.partial_db) store_column_sums<T, Config, kAccess>(p.partial_db + offset, sums.db, at.slot, p.n);
+#else
+  __trap();  // rows split over clusters exist from sm_90 only (rows::max_cluster_ctas)
+#endif
 }
 
 // Step 2: out[c] = Σ_k partial[k][c], k = 0, 1, … in a fixed order, for dw and db.
