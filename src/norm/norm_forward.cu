@@ -248,7 +248,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
         } else if (chunks == ThreadChunks::Eight) {
           using UnbiasedForm = std::integral_constant<NormForms, NormForms::RmsNormUnbiased>;
           if (rms_unbiased ? go_whole(device::FewThreadRows8{}, UnbiasedForm{})
-                           : go_whole(device::QuantizingFewThreadRows8{}, AnyForm{}))
+                           : go_whole(device::FewThreadRows8{}, AnyForm{}))
             return;
         }
       }

@@ -70,7 +70,7 @@ TEST(RowConfig, FewThreadRowsHoldA4096LongRowInOneWarpOrTwo) {
   const RowLayout eight = plan<FewThreadRows8>(4096, kBf16, kMaxClusterCtas);
   EXPECT_EQ(eight.threads, 2 * kWarpThreads);
   EXPECT_EQ(eight.rows_per_cta, 2);
-  EXPECT_EQ(plan<QuantizingFewThreadRows8>(8192, kBf16, kMaxClusterCtas).threads, kMinBlockThreads);
+  EXPECT_EQ(plan<FewThreadRows8>(8192, kBf16, kMaxClusterCtas).threads, kMinBlockThreads);
 }
 
 TEST(RowConfig, SplitsLongRowsOverClustersThatCoverThem) {

@@ -47,16 +47,26 @@ inline constexpr int kKeepingYMaxRowThreads = 128;
 // per SM against seven at 72).
 // NOTE: these kernels are bound by latency as much as by issue: warps count (session 12, run 6:
 // RMSNorm → e4m3 +3 %, LayerNorm → e4m3 +8 % at 32768×4096 bf16, +12 % RMSNorm → e4m3 at 8192).
+// NOTE: sm_80 converts to e4m3 in software, and its quantizing Any kernel of eight chunks per
+// thread spilled 4 bytes at FewThreadRows8's 96 registers: there it keeps 128 (four CTAs per SM).
+inline constexpr int kSoftwareFp8EightChunkCtas = 4;
 template <class T, class Out, class Config, NormForms kForms>
 struct NormLaunchBounds {
   static constexpr bool kQuantizing = !std::is_same_v<T, Out>;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  static constexpr int kConfigCtas = kQuantizing && kForms == NormForms::Any && Config::kChunks >= 8
+                                         ? std::min(Config::kMinCtas, kSoftwareFp8EightChunkCtas)
+                                         : Config::kMinCtas;
+#else
+  static constexpr int kConfigCtas = Config::kMinCtas;
+#endif
   static constexpr int kKeepingYCtas = 6;
   static constexpr int kQuantizingCtas = 2;
   static_assert(kKeepingYMaxRowThreads >= kMinBlockThreads, "a keeping-y CTA is one row or packed short rows");
   static constexpr int kMaxThreads = kForms == NormForms::AnyKeepingY ? kKeepingYMaxRowThreads : Config::kMaxThreads;
   static constexpr int kMinCtas = !kQuantizing                         ? Config::kMinCtas
                                   : kForms == NormForms::AnyKeepingY ? kKeepingYCtas
-                                                                     : std::max(Config::kMinCtas, kQuantizingCtas);
+                                                                     : std::max(kConfigCtas, kQuantizingCtas);
 };
 
 inline constexpr float kE4m3Max = 448.0f;
@@ -330,12 +340,24 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
               f(i, c, y);
             });
       } else {
+        // The quantizing Any form on eight or more chunks per thread chains each chunk's weight
+        // and bias loads behind the previous chunk's result (an empty asm dependency on its
+        // address), so ptxas cannot hoist every chunk's loads to the top: their 64 registers
+        // spilled it at 96, and at 128 its CTAs were one per SM fewer.
+        // NOTE: measured on the H200 (session 19, LayerNorm → e4m3 bf16, GB/s): 2670 → 2767 at
+        // 2048 columns, 2312 → 2508 at 6144, 2659 → 2811 at 8192 (96 against 128 registers).
+        constexpr bool kChained = !std::is_same_v<T, Out> && kForms == NormForms::Any && Tile::kChunks >= 8;
+        float chain = 0.0f;
 #pragma unroll Tile::kUnroll
         for (int i = 0; i < Tile::kChunks; ++i) {
-          const int c = Tile::column(at.slot, i);
+          int c = Tile::column(at.slot, i);
           if (!chunk_in_row<kAccess>(c, n)) continue;
+          if constexpr (kChained) {
+            if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
+          }
           float y[kE];
           affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
+          if constexpr (kChained) chain = y[kE - 1];
           if constexpr (Terms::kBias) {
 #pragma unroll
             for (int e = 0; e < kE; ++e) y[e] *= out_scale;
