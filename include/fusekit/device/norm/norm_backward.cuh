@@ -165,21 +165,42 @@ __device__ inline RowTile<T, Config> weight_tile(const NormBackwardParams& p, co
   return w;
 }
 
+// The block of row steps a CTA group loops over: [first, first + count).
+// NOTE: 32-bit step and row arithmetic (rows < 2^32, the launcher checks), to spare registers.
+struct RowBlock {
+  int group;  // the CTA group (a CTA, or a cluster for split rows)
+  std::uint32_t first;
+  int count;
+
+  __device__ static RowBlock of(const NormBackwardParams& p) {
+    const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
+    const auto first = static_cast<std::uint32_t>(group * p.steps_per_group);
+    const auto end = static_cast<std::uint32_t>(first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps);
+    return {group, first, static_cast<int>(end - first)};
+  }
+  // Step k of the block (the row, where a step is one row).
+  __device__ std::int64_t step(int k) const { return std::int64_t{first + static_cast<std::uint32_t>(k)}; }
+};
+
+// A thread's column sums of its block, written to the group's row of the partials.
+template <class T, class Config, Access kAccess>
+__device__ inline void store_partials(const NormBackwardParams& p, const RowBlock& block, const RowSlot& slot,
+                                      const ColumnSums<T, Config>& sums) {
+  const std::int64_t offset = std::int64_t{block.group} * p.n;
+  if (p.partial_dw) store_column_sums<T, Config, kAccess>(p.partial_dw + offset, sums.dw, slot, p.n);
+  if (p.partial_db) store_column_sums<T, Config, kAccess>(p.partial_db + offset, sums.db, slot, p.n);
+}
+
 template <class T, class Config, Access kAccess>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(const NormBackwardParams p) {
   using Tile = RowTile<T, Config>;
   constexpr int kE = Tile::kElements;
   cluster_begin(p.layout);
   const RowPosition at = RowPosition::of(p.layout);
-  const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
-  const int within = static_cast<int>(at.row - std::int64_t{group} * p.layout.rows_per_cta);
-  // NOTE: 32-bit step and row arithmetic (rows < 2^32, the launcher checks), to spare registers.
-  const auto first = static_cast<std::uint32_t>(group * p.steps_per_group);
-  const auto end = static_cast<std::uint32_t>(first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps);
-  const int count = static_cast<int>(end - first);
-  const auto index = [&](int k) {
-    return std::int64_t{first + static_cast<std::uint32_t>(k)} * p.layout.rows_per_cta + within;
-  };
+  const RowBlock block = RowBlock::of(p);
+  const int within = static_cast<int>(at.row - std::int64_t{block.group} * p.layout.rows_per_cta);
+  const int count = block.count;
+  const auto index = [&](int k) { return block.step(k) * p.layout.rows_per_cta + within; };
 
   const Tile w = weight_tile<T, Config, kAccess>(p, at.slot);
 
@@ -224,11 +245,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
             sums.db[i][e] += shared_db[(r - 1) * slice + c];
           }
   }
-  if (within == 0) {
-    const std::int64_t offset = std::int64_t{group} * p.n;
-    if (p.partial_dw) store_column_sums<T, Config, kAccess>(p.partial_dw + offset, sums.dw, at.slot, p.n);
-    if (p.partial_db) store_column_sums<T, Config, kAccess>(p.partial_db + offset, sums.db, at.slot, p.n);
-  }
+  if (within == 0) store_partials<T, Config, kAccess>(p, block, at.slot, sums);
   cluster_finish(p.layout);
 }
 
@@ -253,12 +270,9 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_staged_k
   constexpr Access kAccess = Access::Vector;
   cluster_begin(p.layout);
   const RowPosition at = RowPosition::of(p.layout);  // one row per CTA (rows_per_cta == 1)
-  const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
-  // NOTE: 32-bit row arithmetic (rows < 2^32, the launcher checks), to spare registers.
-  const auto first = static_cast<std::uint32_t>(group * p.steps_per_group);
-  const auto end = static_cast<std::uint32_t>(first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps);
-  const int count = static_cast<int>(end - first);
-  const auto row_of = [&](int k) { return std::int64_t{first + static_cast<std::uint32_t>(k)}; };
+  const RowBlock block = RowBlock::of(p);
+  const int count = block.count;
+  const auto row_of = [&](int k) { return block.step(k); };
   const Tile w = weight_tile<T, Config, kAccess>(p, at.slot);
 
   // Starts the copies of row k's x and dy into its stage, as one cp.async group of the thread.
@@ -301,9 +315,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_staged_k
     norm_backward_row<T, Config, kAccess>(p, at.slot, w, r, sums, k);
   }
 
-  const std::int64_t offset = std::int64_t{group} * p.n;
-  if (p.partial_dw) store_column_sums<T, Config, kAccess>(p.partial_dw + offset, sums.dw, at.slot, p.n);
-  if (p.partial_db) store_column_sums<T, Config, kAccess>(p.partial_db + offset, sums.db, at.slot, p.n);
+  store_partials<T, Config, kAccess>(p, block, at.slot, sums);
   cluster_finish(p.layout);
 }
 
@@ -369,13 +381,10 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
   }
   cluster.sync();  // every peer runs and has its mbarriers initialised before the first push
 
-  const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
-  // NOTE: 32-bit row arithmetic (rows < 2^32, the launcher checks), to spare registers.
-  const auto first = static_cast<std::uint32_t>(group * p.steps_per_group);
-  const auto end = static_cast<std::uint32_t>(first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps);
-  const int count = static_cast<int>(end - first);
+  const RowBlock block = RowBlock::of(p);
+  const int count = block.count;
   const int exchanges = (count + kExchangeRows - 1) / kExchangeRows;  // the same in every CTA of the cluster
-  const auto row_of = [&](int k) { return std::int64_t{first + static_cast<std::uint32_t>(k)}; };
+  const auto row_of = [&](int k) { return block.step(k); };
   const Tile w = weight_tile<T, Config, kAccess>(p, at.slot);
   const float inv_n = 1.0f / static_cast<float>(p.n);
 
@@ -511,9 +520,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
   }
 
   // NOTE: no cluster barrier at the exit: every push into this CTA was waited for above.
-  const std::int64_t offset = std::int64_t{group} * p.n;
-  if (p.partial_dw) store_column_sums<T, Config, kAccess>(p.partial_dw + offset, sums.dw, at.slot, p.n);
-  if (p.partial_db) store_column_sums<T, Config, kAccess>(p.partial_db + offset, sums.db, at.slot, p.n);
+  store_partials<T, Config, kAccess>(p, block, at.slot, sums);
 #else
   __trap();  // rows split over clusters exist from sm_90 only (rows::max_cluster_ctas)
 #endif
