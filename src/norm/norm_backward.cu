@@ -29,12 +29,21 @@ std::size_t aligned_bytes(std::size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
+// Which kernel runs the rows.
+enum class BackwardKernel : std::uint8_t {
+  Loop,         // norm_backward_kernel: the next row in registers
+  Staged,       // norm_backward_staged_kernel: one CTA per row, rows staged in shared memory
+  Cluster,      // norm_backward_cluster_kernel: rows split over a 2-CTA cluster, two rows per push
+  WideCluster,  // the same on WideClusterRows (4 chunks per thread), one row per push
+};
+
 // How the rows are dealt to CTA groups: group k takes row steps [k·steps_per_group, …).
 struct RowBlocks {
   device::RowLayout layout;
   std::int64_t steps = 0;            // rows_per_cta rows each
   std::int64_t steps_per_group = 0;
   std::int64_t groups = 0;           // CTA groups (a CTA, or a cluster for split rows)
+  BackwardKernel kernel = BackwardKernel::Loop;
   std::size_t partial_bytes(std::int64_t n) const {
     return aligned_bytes(static_cast<std::size_t>(groups * n) * sizeof(float));
   }
@@ -73,6 +82,18 @@ auto cluster_kernel(const device::RowLayout& layout) {
   using Config = device::LoopingTwoTensorRows;
   return std::pair{&device::norm_backward_cluster_kernel<T, Config>, device::norm_backward_cluster_bytes<T, Config>(layout)};
 }
+// Clusters of two-chunk CTAs up to this size; longer rows take WideClusterRows (an H200 holds
+// clusters of 2 on all 132 SMs, of 4 and 8 on 120).
+constexpr int kMaxTwoChunkCluster = 2;
+// The wide cluster kernel and its dynamic shared memory.
+// NOTE: measured on the H200 (session 19, bf16, GB/s): LayerNorm backward at 24576 / 32768 / 49152 /
+// 65536 columns 2964 / 3015 / 2548 / 2821 in clusters of 3 / 4 / 6 / 8 two-chunk CTAs, 3432 /
+// 3377 / 3146 / 3111 in clusters of 2 / 2 / 3 / 4 four-chunk CTAs; RMSNorm 65536 2960 → 3346.
+template <class T>
+auto wide_cluster_kernel(const device::RowLayout& layout) {
+  using Config = device::WideClusterRows;
+  return std::pair{&device::norm_backward_cluster_kernel<T, Config, 1>, device::norm_backward_cluster_bytes<T, Config, 1>(layout)};
+}
 
 // As many groups as stay resident on the device (one wave: every group loops over its block),
 // but at least kMinStepsPerGroup steps per group.
@@ -82,10 +103,18 @@ RowBlocks plan_blocks(std::int64_t rows, std::int64_t n, DType dtype) {
   RowBlocks b;
   b.layout = rows::plan<Config>("x", n, dtype);
   std::int64_t resident = 0;
-  if (cluster_rows<kAccess>(b.layout)) {
+  if (cluster_rows<kAccess>(b.layout) && b.layout.cluster > kMaxTwoChunkCluster) {
+    // Half as many CTAs per cluster, of four chunks each.
+    b.layout = rows::plan<device::WideClusterRows>("x", n, dtype);
+    b.kernel = BackwardKernel::WideCluster;
+    const auto [kernel, bytes] = wide_cluster_kernel<T>(b.layout);
+    resident = rows::resident_groups(kernel, b.layout, bytes, "norm_backward_cluster_kernel");
+  } else if (cluster_rows<kAccess>(b.layout)) {
+    b.kernel = BackwardKernel::Cluster;
     const auto [kernel, bytes] = cluster_kernel<T>(b.layout);
     resident = rows::resident_groups(kernel, b.layout, bytes, "norm_backward_cluster_kernel");
   } else if (staged_rows<kAccess>(b.layout)) {
+    b.kernel = BackwardKernel::Staged;
     const auto [kernel, bytes] = staged_kernel<T>(b.layout);
     resident = rows::resident_groups(kernel, b.layout, bytes, "norm_backward_staged_kernel");
   } else {
@@ -185,10 +214,13 @@ void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t
       if (!a.dbias.empty()) p.partial_db = reinterpret_cast<float*>(base + partial);
       sums = {p.partial_dw, p.partial_db, a.dweight.data, a.dbias.data, blocks.groups, p.n};
     }
-    if (cluster_rows<kAccess>(p.layout)) {
+    if (blocks.kernel == BackwardKernel::WideCluster) {
+      const auto [kernel, bytes] = wide_cluster_kernel<T>(p.layout);
+      rows::launch(kernel, p.layout, blocks.groups, p, stream, "norm_backward_cluster_kernel", bytes);
+    } else if (blocks.kernel == BackwardKernel::Cluster) {
       const auto [kernel, bytes] = cluster_kernel<T>(p.layout);
       rows::launch(kernel, p.layout, blocks.groups, p, stream, "norm_backward_cluster_kernel", bytes);
-    } else if (staged_rows<kAccess>(p.layout)) {
+    } else if (blocks.kernel == BackwardKernel::Staged) {
       const auto [kernel, bytes] = staged_kernel<T>(p.layout);
       rows::launch(kernel, p.layout, blocks.groups, p, stream, "norm_backward_staged_kernel", bytes);
     } else {

@@ -329,7 +329,9 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_staged_k
 // NOTE: measured on the H200 (session 19, LayerNorm backward bf16, GB/s): at 16384 / 32768 /
 // 65536 columns a cluster barrier per row ran 2358 / 2174 / 2013, one per 4 rows 2658 / 2425 /
 // 2313, these pushes 3321 / 3006 / 2816.
-inline constexpr int kExchangeRows = 2;  // a group's (Σg, Σg·x̂) pairs fill one 16-byte push
+// Rows per push: two by default (their (Σg, Σg·x̂) pairs fill one 16-byte push); the wide rows
+// push one (their CTAs' 32 KB planes leave room for three rows and the weight only).
+inline constexpr int kExchangeRowsDefault = 2;
 // Slots in flight per CTA: a CTA pushes group g + 4 into slot g % 4 of a peer only after its own
 // wait for group g + 2, which that peer's push of g + 2 completed, and the peer pushes g + 2
 // only after reading its totals of group g: four slots never overwrite unread sums.
@@ -337,31 +339,38 @@ inline constexpr int kExchangeSlots = 4;
 // Groups staged per CTA: the one whose dx is written, the one being summed, the one loading.
 inline constexpr int kExchangeGroupsStaged = 3;
 
-template <class T, class Config>
+// Four chunks per thread stage the weight too: held in registers, its 16 spilled the kernel.
+template <class Config>
+inline constexpr bool kClusterWeightStaged = Config::kChunks >= 4;
+template <class T, class Config, int kExchangeRows = kExchangeRowsDefault>
 __host__ __device__ constexpr std::size_t norm_backward_cluster_bytes(const RowLayout& layout) {
-  return SharedRowTile<T, Config>::bytes(layout) * kExchangeRows * kExchangeGroupsStaged * kBackwardStagePlanes;
+  return SharedRowTile<T, Config>::bytes(layout) *
+         (kExchangeRows * kExchangeGroupsStaged * kBackwardStagePlanes + (kClusterWeightStaged<Config> ? 1 : 0));
 }
 
 // The (Σg, Σg·x̂) pairs of a group's rows.
+template <int kExchangeRows>
 struct GroupSums {
   SumPair row[kExchangeRows];
 };
+template <int kExchangeRows>
 struct GroupSumsOp {
-  __device__ GroupSums operator()(const GroupSums& a, const GroupSums& b) const {
-    GroupSums s;
+  __device__ GroupSums<kExchangeRows> operator()(const GroupSums<kExchangeRows>& a, const GroupSums<kExchangeRows>& b) const {
+    GroupSums<kExchangeRows> s;
 #pragma unroll
     for (int j = 0; j < kExchangeRows; ++j) s.row[j] = SumPairOp{}(a.row[j], b.row[j]);
     return s;
   }
 };
-static_assert(sizeof(GroupSums) == sizeof(uint4), "a group's sums are one 16-byte push");
 
-template <class T, class Config>
+template <class T, class Config, int kExchangeRows = kExchangeRowsDefault>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_kernel(const NormBackwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Tile = RowTile<T, Config>;
   using Staged = SharedRowTile<T, Config>;
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  using GroupSums = device::GroupSums<kExchangeRows>;
+  using GroupSumsOp = device::GroupSumsOp<kExchangeRows>;
   constexpr int kE = Tile::kElements;
   constexpr Access kAccess = Access::Vector;
   constexpr int kStagedRows = kExchangeRows * kExchangeGroupsStaged;
@@ -385,7 +394,32 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
   const int count = block.count;
   const int exchanges = (count + kExchangeRows - 1) / kExchangeRows;  // the same in every CTA of the cluster
   const auto row_of = [&](int k) { return block.step(k); };
-  const Tile w = weight_tile<T, Config, kAccess>(p, at.slot);
+  constexpr bool kWeightStaged = kClusterWeightStaged<Config>;
+  constexpr int kWeightPlane = kStagedRows * kBackwardStagePlanes;
+  Tile w;
+  if constexpr (kWeightStaged) {
+    Staged staged_w(at.slot, kWeightPlane);
+    if (p.weight) {
+      staged_w.template copy<kAccess>(static_cast<const T*>(p.weight), at.slot, p.n);
+    } else {
+      typename Tile::Chunk ones;
+#pragma unroll
+      for (int e = 0; e < kE; ++e) ones.e[e] = Element<T>::store(1.0f);
+#pragma unroll
+      for (int i = 0; i < Tile::kChunks; ++i) staged_w.put(i, ones);
+    }
+  } else {
+    w = weight_tile<T, Config, kAccess>(p, at.slot);
+  }
+  // w of chunk i as floats.
+  const auto weights = [&](int i, float (&wv)[kE]) {
+    if constexpr (kWeightStaged) {
+      unpack_floats<T, kE>(Staged(at.slot, kWeightPlane).get(i), wv);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kE; ++e) wv[e] = w.value(i, e);
+    }
+  };
   const float inv_n = 1.0f / static_cast<float>(p.n);
 
   // Group g's rows (those in the block) start copying into their stage, one cp.async group.
@@ -428,12 +462,13 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
 #pragma unroll
       for (int i = 0; i < Tile::kChunks; ++i) {
         if (Tile::column(at.slot, i) >= p.n) continue;
-        float xv[kE], dyv[kE];
+        float xv[kE], dyv[kE], wv[kE];
         unpack_floats<T, kE>(x.get(i), xv);
         unpack_floats<T, kE>(dy.get(i), dyv);
+        weights(i, wv);
 #pragma unroll
         for (int e = 0; e < kE; ++e) {
-          const float g_e = dyv[e] * w.value(i, e);
+          const float g_e = dyv[e] * wv[e];
           part.row[j].first += g_e;
           part.row[j].second += g_e * ((xv[e] - s.mean[j]) * s.rstd[j]);
         }
@@ -460,7 +495,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
       const auto to = cute::cast_smem_ptr_to_uint(&received[slot][rank]);
       const auto barrier = cute::cast_smem_ptr_to_uint(&pushed[slot]);
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
+      for (int q = 0; q < static_cast<int>(sizeof(GroupSums) / sizeof(std::uint32_t)); ++q)
         cute::store_shared_remote(words[q], to + q * static_cast<std::uint32_t>(sizeof(std::uint32_t)), barrier, lane);
     }
     if (lane == 0) Barrier::arrive_and_expect_tx(&pushed[slot], p.layout.cluster * sizeof(GroupSums));
@@ -501,13 +536,14 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
         for (int i = 0; i < Tile::kChunks; ++i) {
           const int c = Tile::column(at.slot, i);
           if (c >= p.n) continue;
-          float xv[kE], dyv[kE], out[kE];
+          float xv[kE], dyv[kE], wv[kE], out[kE];
           unpack_floats<T, kE>(x.get(i), xv);
           unpack_floats<T, kE>(dy.get(i), dyv);
+          weights(i, wv);
 #pragma unroll
           for (int e = 0; e < kE; ++e) {
             const float xhat = (xv[e] - now.mean[j]) * now.rstd[j];
-            out[e] = now.rstd[j] * (dyv[e] * w.value(i, e) - mean_g - xhat * mean_g_xhat);
+            out[e] = now.rstd[j] * (dyv[e] * wv[e] - mean_g - xhat * mean_g_xhat);
             sums.dw[i][e] += dyv[e] * xhat;
             sums.db[i][e] += dyv[e];
           }
