@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "../row/row_launch.cuh"
@@ -29,21 +30,16 @@ std::size_t aligned_bytes(std::size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
-// Which kernel runs the rows.
-enum class BackwardKernel : std::uint8_t {
-  Loop,         // norm_backward_kernel: the next row in registers
-  Staged,       // norm_backward_staged_kernel: one CTA per row, rows staged in shared memory
-  Cluster,      // norm_backward_cluster_kernel: rows split over a 2-CTA cluster, two rows per push
-  WideCluster,  // the same on WideClusterRows (4 chunks per thread), one row per push
-};
-
 // How the rows are dealt to CTA groups: group k takes row steps [k·steps_per_group, …).
 struct RowBlocks {
   device::RowLayout layout;
   std::int64_t steps = 0;            // rows_per_cta rows each
   std::int64_t steps_per_group = 0;
   std::int64_t groups = 0;           // CTA groups (a CTA, or a cluster for split rows)
-  BackwardKernel kernel = BackwardKernel::Loop;
+  // The kernel that runs them, its dynamic shared memory and its name (for errors).
+  void (*kernel)(NormBackwardParams) = nullptr;
+  std::size_t shared_bytes = 0;
+  const char* name = "";
   std::size_t partial_bytes(std::int64_t n) const {
     return aligned_bytes(static_cast<std::size_t>(groups * n) * sizeof(float));
   }
@@ -102,25 +98,22 @@ RowBlocks plan_blocks(std::int64_t rows, std::int64_t n, DType dtype) {
   using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
   RowBlocks b;
   b.layout = rows::plan<Config>("x", n, dtype);
-  std::int64_t resident = 0;
   if (cluster_rows<kAccess>(b.layout) && b.layout.cluster > kMaxTwoChunkCluster) {
     // Half as many CTAs per cluster, of four chunks each.
     b.layout = rows::plan<device::WideClusterRows>("x", n, dtype);
-    b.kernel = BackwardKernel::WideCluster;
-    const auto [kernel, bytes] = wide_cluster_kernel<T>(b.layout);
-    resident = rows::resident_groups(kernel, b.layout, bytes, "norm_backward_cluster_kernel");
+    std::tie(b.kernel, b.shared_bytes) = wide_cluster_kernel<T>(b.layout);
+    b.name = "norm_backward_cluster_kernel";
   } else if (cluster_rows<kAccess>(b.layout)) {
-    b.kernel = BackwardKernel::Cluster;
-    const auto [kernel, bytes] = cluster_kernel<T>(b.layout);
-    resident = rows::resident_groups(kernel, b.layout, bytes, "norm_backward_cluster_kernel");
+    std::tie(b.kernel, b.shared_bytes) = cluster_kernel<T>(b.layout);
+    b.name = "norm_backward_cluster_kernel";
   } else if (staged_rows<kAccess>(b.layout)) {
-    b.kernel = BackwardKernel::Staged;
-    const auto [kernel, bytes] = staged_kernel<T>(b.layout);
-    resident = rows::resident_groups(kernel, b.layout, bytes, "norm_backward_staged_kernel");
+    std::tie(b.kernel, b.shared_bytes) = staged_kernel<T>(b.layout);
+    b.name = "norm_backward_staged_kernel";
   } else {
-    resident = rows::resident_groups(device::norm_backward_kernel<T, Config, kAccess>, b.layout, 0,
-                                     "norm_backward_kernel");
+    b.kernel = device::norm_backward_kernel<T, Config, kAccess>;
+    b.name = "norm_backward_kernel";
   }
+  const std::int64_t resident = rows::resident_groups(b.kernel, b.layout, b.shared_bytes, b.name);
   b.steps = ceil_div(rows, b.layout.rows_per_cta);
   const std::int64_t wanted = std::max<std::int64_t>(1, std::min(resident, b.steps / kMinStepsPerGroup));
   b.steps_per_group = ceil_div(b.steps, wanted);
@@ -196,7 +189,6 @@ void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t
   p.kind = a.kind;
   const device::Access access = rows::access_for(kChunkElements, shape.n, {&a.x, &a.dy, &a.dx, &a.weight});
   rows::with_access(access, [&](auto kAccess) {
-    using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
     const RowBlocks blocks = plan_blocks<T, kAccess>(shape.rows, shape.n, a.x.dtype);
     p.layout = blocks.layout;
     p.steps = blocks.steps;
@@ -214,19 +206,9 @@ void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t
       if (!a.dbias.empty()) p.partial_db = reinterpret_cast<float*>(base + partial);
       sums = {p.partial_dw, p.partial_db, a.dweight.data, a.dbias.data, blocks.groups, p.n};
     }
-    if (blocks.kernel == BackwardKernel::WideCluster) {
-      const auto [kernel, bytes] = wide_cluster_kernel<T>(p.layout);
-      rows::launch(kernel, p.layout, blocks.groups, p, stream, "norm_backward_cluster_kernel", bytes);
-    } else if (blocks.kernel == BackwardKernel::Cluster) {
-      const auto [kernel, bytes] = cluster_kernel<T>(p.layout);
-      rows::launch(kernel, p.layout, blocks.groups, p, stream, "norm_backward_cluster_kernel", bytes);
-    } else if (blocks.kernel == BackwardKernel::Staged) {
-      const auto [kernel, bytes] = staged_kernel<T>(p.layout);
-      rows::launch(kernel, p.layout, blocks.groups, p, stream, "norm_backward_staged_kernel", bytes);
-    } else {
-      rows::launch(device::norm_backward_kernel<T, Config, kAccess>, p.layout, blocks.groups * p.layout.rows_per_cta,
-                   p, stream, "norm_backward_kernel");
-    }
+    // NOTE: only the register loop packs rows into a CTA (rows_per_cta > 1).
+    rows::launch(blocks.kernel, p.layout, blocks.groups * p.layout.rows_per_cta, p, stream, blocks.name,
+                 blocks.shared_bytes);
     if (param_grads(a) == ParamGrads::Wanted) {
       const auto tiles = static_cast<unsigned>(ceil_div(shape.n, device::kWarpThreads));
       device::norm_column_sum_kernel<T>
