@@ -66,21 +66,41 @@ auto staged_kernel(const device::RowLayout& layout) {
   return std::pair{&device::norm_backward_staged_kernel<T, Config>, device::norm_backward_staged_bytes<T, Config>(layout)};
 }
 
-// Whether rows of `layout` run norm_backward_cluster_kernel: vector rows split over a cluster.
-template <device::Access kAccess>
-bool cluster_rows(const device::RowLayout& layout) {
-  return kAccess == device::Access::Vector && layout.cluster > 1;
-}
-
 // The cluster kernel and its dynamic shared memory.
 template <class T>
 auto cluster_kernel(const device::RowLayout& layout) {
   using Config = device::LoopingTwoTensorRows;
   return std::pair{&device::norm_backward_cluster_kernel<T, Config>, device::norm_backward_cluster_bytes<T, Config>(layout)};
 }
-// Clusters of two-chunk CTAs up to this size; longer rows take WideClusterRows (an H200 holds
-// clusters of 2 on all 132 SMs, of 4 and 8 on 120).
+
+// Clusters of two-chunk CTAs up to this size; longer rows (and rows two-chunk CTAs do not hold)
+// take WideClusterRows (an H200 holds clusters of 2 on all 132 SMs, of 4 and 8 on 120).
 constexpr int kMaxTwoChunkCluster = 2;
+enum class Placement : std::uint8_t { Loop, Staged, Cluster, WideCluster };
+
+// Where rows of n elements of `dtype` run: vector rows split over a cluster (sm_90) on the
+// cluster kernels, vector rows of one small CTA staged, others in the register loop.
+template <device::Access kAccess>
+Placement placement_of(std::int64_t n, DType dtype) {
+  using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
+  const int max_cluster = rows::max_cluster_ctas();
+  const device::RowLayout two = device::plan_rows<Config>(n, static_cast<int>(dtype_size(dtype)), max_cluster);
+  if (kAccess == device::Access::Vector && max_cluster > 1 && (!two.valid() || two.cluster > 1))
+    return two.valid() && two.cluster <= kMaxTwoChunkCluster ? Placement::Cluster : Placement::WideCluster;
+  return two.valid() && staged_rows<kAccess>(two) ? Placement::Staged : Placement::Loop;
+}
+
+// Whether any kernel of `kAccess` holds rows of n elements of `dtype`.
+template <device::Access kAccess>
+bool holds(std::int64_t n, DType dtype) {
+  using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
+  const int element = static_cast<int>(dtype_size(dtype));
+  const int max_cluster = rows::max_cluster_ctas();
+  return placement_of<kAccess>(n, dtype) == Placement::WideCluster
+             ? device::plan_rows<device::WideClusterRows>(n, element, max_cluster).valid()
+             : device::plan_rows<Config>(n, element, max_cluster).valid();
+}
+
 // The wide cluster kernel and its dynamic shared memory.
 // NOTE: measured on the H200 (session 19, bf16, GB/s): LayerNorm backward at 24576 / 32768 / 49152 /
 // 65536 columns 2964 / 3015 / 2548 / 2821 in clusters of 3 / 4 / 6 / 8 two-chunk CTAs, 3432 /
@@ -97,21 +117,28 @@ template <class T, device::Access kAccess>
 RowBlocks plan_blocks(std::int64_t rows, std::int64_t n, DType dtype) {
   using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
   RowBlocks b;
-  b.layout = rows::plan<Config>("x", n, dtype);
-  if (cluster_rows<kAccess>(b.layout) && b.layout.cluster > kMaxTwoChunkCluster) {
-    // Half as many CTAs per cluster, of four chunks each.
-    b.layout = rows::plan<device::WideClusterRows>("x", n, dtype);
-    std::tie(b.kernel, b.shared_bytes) = wide_cluster_kernel<T>(b.layout);
-    b.name = "norm_backward_cluster_kernel";
-  } else if (cluster_rows<kAccess>(b.layout)) {
-    std::tie(b.kernel, b.shared_bytes) = cluster_kernel<T>(b.layout);
-    b.name = "norm_backward_cluster_kernel";
-  } else if (staged_rows<kAccess>(b.layout)) {
-    std::tie(b.kernel, b.shared_bytes) = staged_kernel<T>(b.layout);
-    b.name = "norm_backward_staged_kernel";
-  } else {
-    b.kernel = device::norm_backward_kernel<T, Config, kAccess>;
-    b.name = "norm_backward_kernel";
+  switch (placement_of<kAccess>(n, dtype)) {
+    case Placement::WideCluster:
+      // Half as many CTAs per cluster, of four chunks each.
+      b.layout = rows::plan<device::WideClusterRows>("x", n, dtype);
+      std::tie(b.kernel, b.shared_bytes) = wide_cluster_kernel<T>(b.layout);
+      b.name = "norm_backward_cluster_kernel";
+      break;
+    case Placement::Cluster:
+      b.layout = rows::plan<Config>("x", n, dtype);
+      std::tie(b.kernel, b.shared_bytes) = cluster_kernel<T>(b.layout);
+      b.name = "norm_backward_cluster_kernel";
+      break;
+    case Placement::Staged:
+      b.layout = rows::plan<Config>("x", n, dtype);
+      std::tie(b.kernel, b.shared_bytes) = staged_kernel<T>(b.layout);
+      b.name = "norm_backward_staged_kernel";
+      break;
+    case Placement::Loop:
+      b.layout = rows::plan<Config>("x", n, dtype);
+      b.kernel = device::norm_backward_kernel<T, Config, kAccess>;
+      b.name = "norm_backward_kernel";
+      break;
   }
   const std::int64_t resident = rows::resident_groups(b.kernel, b.layout, b.shared_bytes, b.name);
   b.steps = ceil_div(rows, b.layout.rows_per_cta);
@@ -124,9 +151,7 @@ RowBlocks plan_blocks(std::int64_t rows, std::int64_t n, DType dtype) {
 // The workspace of one variant, or 0 when it does not hold rows of n elements.
 template <class T, device::Access kAccess>
 std::size_t variant_workspace_bytes(std::int64_t rows, std::int64_t n, DType dtype) {
-  using Config = rows::ConfigFor<device::LoopingTwoTensorRows, kAccess>;
-  const auto element = static_cast<int>(dtype_size(dtype));
-  if (!device::plan_rows<Config>(n, element, rows::max_cluster_ctas()).valid()) return 0;
+  if (!holds<kAccess>(n, dtype)) return 0;
   return 2 * plan_blocks<T, kAccess>(rows, n, dtype).partial_bytes(n);
 }
 
@@ -137,7 +162,10 @@ std::size_t workspace_bytes(std::int64_t rows, std::int64_t n, DType dtype) {
   const std::size_t bytes = std::max(variant_workspace_bytes<T, Access::Vector>(rows, n, dtype),
                                      variant_workspace_bytes<T, Access::Scalar>(rows, n, dtype));
   // Neither holds the row: rows::plan throws the Unsupported error that names the limit.
-  if (bytes == 0) rows::plan<device::LoopingTwoTensorRows>("x", n, dtype);
+  if (bytes == 0) {
+    if (rows::max_cluster_ctas() > 1) rows::plan<device::WideClusterRows>("x", n, dtype);
+    rows::plan<device::LoopingTwoTensorRows>("x", n, dtype);
+  }
   return bytes;
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "../row/row_launch.cuh"
@@ -12,6 +13,37 @@
 namespace fusekit {
 
 namespace {
+
+// Clusters of two-chunk CTAs up to this size; longer rows take WideClusterRows (an H200 holds
+// clusters of 2 on all 132 SMs, of 4 and 8 on 120), as in the norm backward.
+constexpr int kMaxTwoChunkCluster = 2;
+
+// Rows split over a cluster (vector access) run softmax_backward_cluster_kernel on persistent
+// clusters, each a block of consecutive rows: two-chunk CTAs (two rows per push) while their
+// cluster stays within kMaxTwoChunkCluster, four-chunk CTAs (one row per push) beyond.
+template <class T>
+void launch_clustered(device::SoftmaxBackwardParams p, std::int64_t n, DType dtype, cudaStream_t stream) {
+  constexpr const char* kName = "softmax_backward_cluster_kernel";
+  const auto run = [&](auto kernel, const device::RowLayout& layout, std::size_t shared_bytes) {
+    p.layout = layout;
+    const std::int64_t groups = std::min(p.rows, rows::resident_groups(kernel, layout, shared_bytes, kName));
+    p.rows_per_group = (p.rows + groups - 1) / groups;
+    const std::int64_t used = (p.rows + p.rows_per_group - 1) / p.rows_per_group;
+    rows::launch(kernel, layout, used, p, stream, kName, shared_bytes);
+  };
+  using device::LoopingTwoTensorRows;
+  using device::WideClusterRows;
+  const device::RowLayout two = device::plan_rows<LoopingTwoTensorRows>(n, static_cast<int>(dtype_size(dtype)),
+                                                                        rows::max_cluster_ctas());
+  if (two.valid() && two.cluster <= kMaxTwoChunkCluster) {
+    run(device::softmax_backward_cluster_kernel<T, LoopingTwoTensorRows, 2>, two,
+        device::softmax_backward_cluster_bytes<T, LoopingTwoTensorRows, 2>(two));
+  } else {
+    const device::RowLayout wide = rows::plan<WideClusterRows>("y", n, dtype);
+    run(device::softmax_backward_cluster_kernel<T, WideClusterRows, 1>, wide,
+        device::softmax_backward_cluster_bytes<T, WideClusterRows, 1>(wide));
+  }
+}
 
 template <class T>
 void launch(const SoftmaxBackwardArgs& a, const rows::RowShape& shape, cudaStream_t stream) {
@@ -24,6 +56,10 @@ void launch(const SoftmaxBackwardArgs& a, const rows::RowShape& shape, cudaStrea
   p.n = static_cast<int>(shape.n);
   p.scale = a.scale;
   const device::Access access = rows::access_for(device::kChunkBytes / sizeof(T), shape.n, {&a.y, &a.dy, &a.dx});
+  const device::RowLayout held = device::plan_rows<device::TwoTensorRows>(
+      shape.n, static_cast<int>(sizeof(T)), rows::max_cluster_ctas());
+  if (access == device::Access::Vector && rows::max_cluster_ctas() > 1 && (!held.valid() || held.cluster > 1))
+    return launch_clustered<T>(p, shape.n, a.y.dtype, stream);
   rows::with_access(access, [&](auto kAccess) {
     using Config = rows::ConfigFor<device::TwoTensorRows, kAccess>;
     p.layout = rows::plan<Config>("y", shape.n, a.y.dtype);

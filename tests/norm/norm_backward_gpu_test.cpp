@@ -10,7 +10,7 @@
 
 #include "bench/harness.hpp"
 #include "fusekit/buffer.hpp"
-#include "fusekit/device/norm/norm_backward_config.hpp"
+#include "fusekit/device/row/row_config.hpp"
 #include "fusekit/error.hpp"
 #include "fusekit/norm_backward.hpp"
 #include "fusekit/numerics.hpp"
@@ -37,7 +37,7 @@ using Padded = testing::PaddedRows;
 
 // Row lengths that take every kind of layout (device::plan_rows at 512-thread CTAs; bf16): rows
 // sharing a CTA (1, 4, 16 lanes, rows not a multiple of the CTA's), a warp, 64 and 96 threads,
-// full CTAs, clusters of 2 two-chunk CTAs and of 2–4 four-chunk CTAs (full and not; the
+// full CTAs, clusters of 2 two-chunk CTAs and of 2–16 four-chunk CTAs (full and not; the
 // element-by-element kernels split rows over 2–8 CTAs); odd lengths and padded row strides
 // (aligned and not) take the element-by-element kernels, also clustered (12347, 40001); many
 // rows give each CTA group a block of rows to loop over (301 at 32768: blocks of an odd
@@ -46,11 +46,17 @@ constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 2
                              {37, 1000, 1000},   {33, 2048, 2048},   {16, 4096, 4104},  {9, 3001, 3001},
                              {4, 16384, 16384},  {3, 12347, 12350},  {3, 40000, 40000}, {2, 40001, 40008},
                              {2, 65536, 65536},  {3001, 256, 256},   {1999, 777, 784},  {2000, 4096, 4096},
-                             {301, 32768, 32768}};
+                             {301, 32768, 32768}, {3, 131072, 131072}, {2, 262144, 262144}};
 
 using Range = testing::ValueRange;
 
-bool supported(DType dt, const Shape& s) { return testing::holds_row<device::LoopingTwoTensorRows>(dt, s); }
+// Vector rows split over clusters of more than two two-chunk CTAs, or too long for them, take
+// four-chunk CTAs in clusters of up to 16 (sm_90).
+bool supported(DType dt, const Shape& s) {
+  if (current_device_info().cc_major >= 9)
+    return testing::holds_row<device::LoopingTwoTensorRows, device::WideClusterRows>(dt, s);
+  return testing::holds_row<device::LoopingTwoTensorRows>(dt, s);
+}
 
 // The forward's statistics of x as the f32 tensors the backward reads, and their exact values.
 struct Stats {

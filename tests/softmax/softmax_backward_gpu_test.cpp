@@ -31,15 +31,24 @@ using Shape = testing::RowShape;
 using Padded = testing::PaddedRows;
 
 // Row lengths that take every kind of layout (device::plan_rows, two tensors held; bf16):
-// sub-warp groups with many rows per CTA, a warp, 64 and 96 threads, full CTAs, clusters of 2,
-// 4 and 8 CTAs (full and not); odd lengths and padded row strides (aligned and not) take the
-// element-by-element kernels, also clustered (40001).
+// sub-warp groups with many rows per CTA, a warp, 64 and 96 threads, full CTAs; rows split over
+// clusters (vector access, sm_90) on persistent clusters of 2 two-chunk CTAs and of 2–16
+// four-chunk CTAs (full and not; f32 6144 takes the two-chunk clusters), many rows giving each cluster a block of rows to loop over (203
+// and 301: odd counts, a last block shorter than the others); odd lengths and padded row strides
+// (aligned and not) take the element-by-element kernels, also clustered (40001).
 constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 203},    {64, 1024, 1024},
                              {37, 1000, 1000},   {33, 2048, 2048},   {16, 4096, 4104},  {9, 3001, 3001},
                              {4, 16384, 16384},  {3, 12347, 12350},  {3, 40000, 40000}, {2, 40001, 40008},
-                             {2, 65536, 65536},  {2, 131071, 131072}, {2, 131072, 131072}};
+                             {2, 65536, 65536},  {2, 131071, 131072}, {2, 131072, 131072}, {2, 262144, 262144},
+                             {33, 6144, 6144},   {203, 16384, 16384}, {301, 32768, 32768}};
 
-bool supported(DType dt, const Shape& s) { return testing::holds_row<device::TwoTensorRows>(dt, s); }
+// Vector rows split over clusters of more than two two-chunk CTAs, or too long for them, take
+// four-chunk CTAs in clusters of up to 16 (sm_90).
+bool supported(DType dt, const Shape& s) {
+  if (current_device_info().cc_major >= 9)
+    return testing::holds_row<device::TwoTensorRows, device::WideClusterRows>(dt, s);
+  return testing::holds_row<device::TwoTensorRows>(dt, s);
+}
 
 using testing::random_logits;
 
@@ -80,27 +89,36 @@ TEST_P(SoftmaxBackwardGpu, MatchesReferenceOnEveryLayout) {
   }
 }
 
-// [batch, rows, n] with padded row and batch strides; dx written over dy.
+// [batch, rows, n] with padded row and batch strides; dx written over dy. Rows of one CTA, and
+// rows split over a cluster (vector access) whose blocks of rows cross batches.
 TEST_P(SoftmaxBackwardGpu, BatchedInPlace) {
   FUSEKIT_REQUIRE_GPU();
   const DType dt = GetParam();
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
-  constexpr std::int64_t kBatch = 3, kRows = 40, kN = 520, kLd = 528, kBatchStride = kRows * kLd + 8;
-  const std::size_t bytes = static_cast<std::size_t>(kBatch * kBatchStride) * dtype_size(dt);
-  DeviceBuffer xb(bytes), yb(bytes), dyb(bytes);
-  const auto x = TensorView::batched(xb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
-  const auto y = TensorView::batched(yb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
-  const auto dy = TensorView::batched(dyb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
-  fill_uniform(x, seed, -5.0f, 5.0f);
-  fill_uniform(dy, seed + 1, -1.0f, 1.0f);
-  softmax_forward({x, y, 0.5f, Causal::Yes});
-  reference::Matrix hy(kBatch * kRows, kN), hdy(kBatch * kRows, kN);
-  hy.data = download(y);
-  hdy.data = download(dy);
-  softmax_backward({y, dy, dy, 0.5f});
-  const auto want = reference::softmax_backward(hdy, hy, 0.5);
-  EXPECT_LE(rel_l2(download(dy), want.data), bench::tolerance(dt));
+  struct Batched {
+    std::int64_t batch, rows, n, ld;
+  };
+  constexpr Batched kCases[] = {{3, 40, 520, 528}, {3, 7, 16384, 16392}};
+  for (const Batched& c : kCases) {
+    SCOPED_TRACE(::testing::Message() << c.batch << "x" << c.rows << "x" << c.n);
+    const std::int64_t batch_stride = c.rows * c.ld + 8;
+    const std::size_t bytes = static_cast<std::size_t>(c.batch * batch_stride) * dtype_size(dt);
+    DeviceBuffer xb(bytes), yb(bytes), dyb(bytes);
+    const auto x = TensorView::batched(xb.data(), dt, c.batch, c.rows, c.n, c.ld, batch_stride);
+    const auto y = TensorView::batched(yb.data(), dt, c.batch, c.rows, c.n, c.ld, batch_stride);
+    const auto dy = TensorView::batched(dyb.data(), dt, c.batch, c.rows, c.n, c.ld, batch_stride);
+    fill_uniform(x, seed, -5.0f, 5.0f);
+    fill_uniform(dy, seed + 1, -1.0f, 1.0f);
+    softmax_forward({x, y, 0.5f, Causal::Yes});
+    reference::Matrix hy(c.batch * c.rows, c.n), hdy(c.batch * c.rows, c.n);
+    hy.data = download(y);
+    hdy.data = download(dy);
+    softmax_backward({y, dy, dy, 0.5f});
+    auto want = reference::softmax_backward(hdy, hy, 0.5);
+    for (auto& w : want.data) w = round_to(dt, w);
+    EXPECT_LE(rel_l2(download(dy), want.data), bench::tolerance(dt));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, SoftmaxBackwardGpu, ::testing::Values(DType::F32, DType::F16, DType::BF16),
@@ -114,7 +132,8 @@ TEST(SoftmaxBackwardGpuErrors, RejectsBadArguments) {
   EXPECT_THROW(softmax_backward({y, dy_long, dx}), Error);
   EXPECT_THROW(softmax_backward({y, dy, dx, std::numeric_limits<float>::infinity()}), Error);
   EXPECT_NO_THROW(softmax_backward({y, dy, dx}));
-  DeviceTensor long_y(DType::F32, {1, 131072}), long_dx(DType::F32, {1, 131072});
+  // f32 rows hold up to 131072 columns (16 CTAs of 512 threads of four 4-element chunks).
+  DeviceTensor long_y(DType::F32, {1, 262144}), long_dx(DType::F32, {1, 262144});
   try {
     softmax_backward({long_y, long_y, long_dx});
     ADD_FAILURE() << "expected an Unsupported error";

@@ -10,14 +10,11 @@
 //   2. norm_column_sum_kernel: each column's partials are summed over the groups in a fixed order.
 // No atomics: the same device and shape give the same bits every run.
 #include <cooperative_groups.h>
-#include <cute/arch/cluster_sm90.hpp>
-#include <cute/arch/util.hpp>
-#include <cutlass/arch/barrier.h>
 
 #include <cstdint>
-#include <cstring>
 
-#include "fusekit/device/norm/norm_backward_config.hpp"
+#include "fusekit/device/row/cluster_exchange.cuh"
+#include "fusekit/device/row/row_config.hpp"
 #include "fusekit/device/row/row_reduce.cuh"
 #include "fusekit/device/row/row_tile.cuh"
 #include "fusekit/device/row/shared_row_tile.cuh"
@@ -165,23 +162,6 @@ __device__ inline RowTile<T, Config> weight_tile(const NormBackwardParams& p, co
   return w;
 }
 
-// The block of row steps a CTA group loops over: [first, first + count).
-// NOTE: 32-bit step and row arithmetic (rows < 2^32, the launcher checks), to spare registers.
-struct RowBlock {
-  int group;  // the CTA group (a CTA, or a cluster for split rows)
-  std::uint32_t first;
-  int count;
-
-  __device__ static RowBlock of(const NormBackwardParams& p) {
-    const int group = static_cast<int>(blockIdx.x) / p.layout.cluster;
-    const auto first = static_cast<std::uint32_t>(group * p.steps_per_group);
-    const auto end = static_cast<std::uint32_t>(first + p.steps_per_group < p.steps ? first + p.steps_per_group : p.steps);
-    return {group, first, static_cast<int>(end - first)};
-  }
-  // Step k of the block (the row, where a step is one row).
-  __device__ std::int64_t step(int k) const { return std::int64_t{first + static_cast<std::uint32_t>(k)}; }
-};
-
 // A thread's column sums of its block, written to the group's row of the partials.
 template <class T, class Config, Access kAccess>
 __device__ inline void store_partials(const NormBackwardParams& p, const RowBlock& block, const RowSlot& slot,
@@ -197,7 +177,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_kernel(c
   constexpr int kE = Tile::kElements;
   cluster_begin(p.layout);
   const RowPosition at = RowPosition::of(p.layout);
-  const RowBlock block = RowBlock::of(p);
+  const RowBlock block = RowBlock::of(p.steps, p.steps_per_group, p.layout);
   const int within = static_cast<int>(at.row - std::int64_t{block.group} * p.layout.rows_per_cta);
   const int count = block.count;
   const auto index = [&](int k) { return block.step(k) * p.layout.rows_per_cta + within; };
@@ -270,7 +250,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_staged_k
   constexpr Access kAccess = Access::Vector;
   cluster_begin(p.layout);
   const RowPosition at = RowPosition::of(p.layout);  // one row per CTA (rows_per_cta == 1)
-  const RowBlock block = RowBlock::of(p);
+  const RowBlock block = RowBlock::of(p.steps, p.steps_per_group, p.layout);
   const int count = block.count;
   const auto row_of = [&](int k) { return block.step(k); };
   const Tile w = weight_tile<T, Config, kAccess>(p, at.slot);
@@ -320,24 +300,11 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_staged_k
 }
 
 // Rows split over a cluster (vector access): staged in shared memory as in
-// norm_backward_staged_kernel, but a row's two sums cross the cluster without a cluster barrier.
-// The rows go in groups of kExchangeRows; a CTA pushes its sums of a group into a slot of every
-// peer by st.async, which completes the transaction count of that peer's mbarrier for the slot,
-// and then sums the next group's rows while those pushes travel: it waits for a group's totals
-// only when it writes that group's dx. A cluster barrier per row (row_allreduce) stalled every CTA
-// on its slowest peer twice per row.
-// NOTE: measured on the H200 (session 19, LayerNorm backward bf16, GB/s): at 16384 / 32768 /
-// 65536 columns a cluster barrier per row ran 2358 / 2174 / 2013, one per 4 rows 2658 / 2425 /
-// 2313, these pushes 3321 / 3006 / 2816.
-// Rows per push: two by default (their (Σg, Σg·x̂) pairs fill one 16-byte push); the wide rows
-// push one (their CTAs' 32 KB planes leave room for three rows and the weight only).
+// norm_backward_staged_kernel, but a row's two sums cross the cluster by pushes onto mbarriers
+// (device/row/cluster_exchange.cuh), kExchangeRows rows per push: two by default (their
+// (Σg, Σg·x̂) pairs fill one 16-byte push); the wide rows push one (their CTAs' 32 KB planes leave
+// room for three rows and the weight only).
 inline constexpr int kExchangeRowsDefault = 2;
-// Slots in flight per CTA: a CTA pushes group g + 4 into slot g % 4 of a peer only after its own
-// wait for group g + 2, which that peer's push of g + 2 completed, and the peer pushes g + 2
-// only after reading its totals of group g: four slots never overwrite unread sums.
-inline constexpr int kExchangeSlots = 4;
-// Groups staged per CTA: the one whose dx is written, the one being summed, the one loading.
-inline constexpr int kExchangeGroupsStaged = 3;
 
 // Four chunks per thread stage the weight too: held in registers, its 16 spilled the kernel.
 template <class Config>
@@ -348,49 +315,24 @@ __host__ __device__ constexpr std::size_t norm_backward_cluster_bytes(const RowL
          (kExchangeRows * kExchangeGroupsStaged * kBackwardStagePlanes + (kClusterWeightStaged<Config> ? 1 : 0));
 }
 
-// The (Σg, Σg·x̂) pairs of a group's rows.
-template <int kExchangeRows>
-struct GroupSums {
-  SumPair row[kExchangeRows];
-};
-template <int kExchangeRows>
-struct GroupSumsOp {
-  __device__ GroupSums<kExchangeRows> operator()(const GroupSums<kExchangeRows>& a, const GroupSums<kExchangeRows>& b) const {
-    GroupSums<kExchangeRows> s;
-#pragma unroll
-    for (int j = 0; j < kExchangeRows; ++j) s.row[j] = SumPairOp{}(a.row[j], b.row[j]);
-    return s;
-  }
-};
-
 template <class T, class Config, int kExchangeRows = kExchangeRowsDefault>
 __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_kernel(const NormBackwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Tile = RowTile<T, Config>;
   using Staged = SharedRowTile<T, Config>;
-  using Barrier = cutlass::arch::ClusterTransactionBarrier;
-  using GroupSums = device::GroupSums<kExchangeRows>;
-  using GroupSumsOp = device::GroupSumsOp<kExchangeRows>;
+  using GroupSums = device::GroupSums<SumPair, kExchangeRows>;
   constexpr int kE = Tile::kElements;
   constexpr Access kAccess = Access::Vector;
   constexpr int kStagedRows = kExchangeRows * kExchangeGroupsStaged;
-  __shared__ typename Barrier::ValueType pushed[kExchangeSlots];
-  __shared__ GroupSums received[kExchangeSlots][kMaxNonPortableClusterCtas];
-  __shared__ GroupSums warp_sums[2][kMaxRowThreads / kWarpThreads];
+  __shared__ ClusterExchange<GroupSums, GroupSumsOp<SumPairOp>> exchange;
 
   const RowPosition at = RowPosition::of(p.layout);  // one row per CTA (rows_per_cta == 1)
   auto cluster = cooperative_groups::this_cluster();
   const auto rank = static_cast<int>(cluster.block_rank());
-  const auto thread = static_cast<int>(threadIdx.x);
-  const int warp = thread / kWarpThreads, lane = thread % kWarpThreads;
-  if (thread == 0) {
-#pragma unroll
-    for (int s = 0; s < kExchangeSlots; ++s) Barrier::init(&pushed[s], 1);  // this CTA's expect_tx
-    cutlass::arch::fence_barrier_init();
-  }
+  if (threadIdx.x == 0) exchange.init();
   cluster.sync();  // every peer runs and has its mbarriers initialised before the first push
 
-  const RowBlock block = RowBlock::of(p);
+  const RowBlock block = RowBlock::of(p.steps, p.steps_per_group, p.layout);
   const int count = block.count;
   const int exchanges = (count + kExchangeRows - 1) / kExchangeRows;  // the same in every CTA of the cluster
   const auto row_of = [&](int k) { return block.step(k); };
@@ -476,52 +418,19 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
     }
     return part;
   };
-  // The CTA's sums of group g (warp butterflies, then warp 0 over the warps' partials, in a fixed
-  // order), pushed by lane r of warp 0 into slot g % kExchangeSlots of CTA r for this CTA's rank.
-  const auto push = [&](int g, GroupSums part) {
-#pragma unroll
-    for (int mask = kWarpThreads / 2; mask > 0; mask /= 2) part = GroupSumsOp{}(part, shuffle_xor(part, mask));
-    GroupSums* partials = warp_sums[g % 2];
-    if (lane == 0) partials[warp] = part;
-    __syncthreads();
-    if (warp != 0) return;
-    part = lane < p.layout.threads / kWarpThreads ? partials[lane] : GroupSums{};
-#pragma unroll
-    for (int mask = kWarpThreads / 2; mask > 0; mask /= 2) part = GroupSumsOp{}(part, shuffle_xor(part, mask));
-    const int slot = g % kExchangeSlots;
-    if (lane < p.layout.cluster) {
-      std::uint32_t words[sizeof(GroupSums) / sizeof(std::uint32_t)];
-      memcpy(words, &part, sizeof(GroupSums));
-      const auto to = cute::cast_smem_ptr_to_uint(&received[slot][rank]);
-      const auto barrier = cute::cast_smem_ptr_to_uint(&pushed[slot]);
-#pragma unroll
-      for (int q = 0; q < static_cast<int>(sizeof(GroupSums) / sizeof(std::uint32_t)); ++q)
-        cute::store_shared_remote(words[q], to + q * static_cast<std::uint32_t>(sizeof(std::uint32_t)), barrier, lane);
-    }
-    if (lane == 0) Barrier::arrive_and_expect_tx(&pushed[slot], p.layout.cluster * sizeof(GroupSums));
-  };
-  // Group g's totals over the cluster, its CTAs' sums added in rank order (the same bits in each).
-  const auto totals_of = [&](int g) {
-    const int slot = g % kExchangeSlots;
-    Barrier::wait(&pushed[slot], (g / kExchangeSlots) % 2);
-    GroupSums total = received[slot][0];
-    for (int r = 1; r < p.layout.cluster; ++r) total = GroupSumsOp{}(total, received[slot][r]);
-    return total;
-  };
-
   ColumnSums<T, Config> sums;
   if (exchanges > 0) {
     stage(0);
     stage(1);
     Staged::template wait<1>();  // group 0 landed
     Stats now = stats_of(0), next = stats_of(1);
-    push(0, sums_of(0, now));
+    exchange.push(0, sums_of(0, now), p.layout, rank);
     for (int g = 0; g < exchanges; ++g) {
       stage(g + 2);
       Staged::template wait<1>();  // group g + 1 landed; group g + 2 may still fly
       const Stats after = stats_of(g + 2);
-      if (g + 1 < exchanges) push(g + 1, sums_of(g + 1, next));
-      const GroupSums total = totals_of(g);
+      if (g + 1 < exchanges) exchange.push(g + 1, sums_of(g + 1, next), p.layout, rank);
+      const GroupSums total = exchange.totals(g, p.layout.cluster);
       // dx of group g's rows, and dy·x̂ and dy into the column sums.
 #pragma unroll
       for (int j = 0; j < kExchangeRows; ++j) {
@@ -555,7 +464,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
     }
   }
 
-  // NOTE: no cluster barrier at the exit: every push into this CTA was waited for above.
+  // NOTE: no cluster barrier at the exit (ClusterExchange).
   store_partials<T, Config, kAccess>(p, block, at.slot, sums);
 #else
   __trap();  // rows split over clusters exist from sm_90 only (rows::max_cluster_ctas)

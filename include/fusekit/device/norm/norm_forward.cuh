@@ -347,7 +347,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
         // NOTE: measured on the H200 (session 19, LayerNorm → e4m3 bf16, GB/s): 2670 → 2767 at
         // 2048 columns, 2312 → 2508 at 6144, 2659 → 2811 at 8192 (96 against 128 registers).
         constexpr bool kChained = !std::is_same_v<T, Out> && kForms == NormForms::Any && Tile::kChunks >= 8;
-        float chain = 0.0f;
+        [[maybe_unused]] float chain = 0.0f;
 #pragma unroll Tile::kUnroll
         for (int i = 0; i < Tile::kChunks; ++i) {
           int c = Tile::column(at.slot, i);

@@ -60,6 +60,18 @@ using ShortRows = RowConfig<4, 128, 5>;
 // Ops that hold two tensors of the row (the backward passes: x and dy, or y and dy): half the
 // chunks per tensor, so registers stay as in the forward.
 using TwoTensorRows = RowConfig<2>;
+// The backward passes that loop over rows (persistent CTA groups) hold two tensors too, two
+// chunks of each per thread.
+// NOTE: the norm backward's loop also keeps 2·(columns per thread) f32 accumulators live (32
+// registers for 16-bit types), so CTAs are capped at 512 threads, which allows up to 128
+// registers; 64-register kernels with a loop over rows spill (docs/performance.md).
+using LoopingTwoTensorRows = RowConfig<2, kMaxRowThreads / 2>;
+// Rows that LoopingTwoTensorRows splits over clusters of more than two CTAs, or cannot hold:
+// four chunks per thread, so half the CTAs per cluster, up to 16 (262144 16-bit columns). An
+// H200 holds 66 clusters of 2 (every SM), but 30 of 4, 15 of 8 (120 SMs) and 7 of 16: a
+// cluster's CTAs share a GPC. Staged in shared memory by the kernels that take them
+// (device/row/cluster_exchange.cuh).
+using WideClusterRows = RowConfig<4, kMaxRowThreads / 2, 1, kMaxNonPortableClusterCtas>;
 // The fp8-quantizing norms: y twice (for the row's amax, then for the stores) with the weight
 // and bias loads of both passes live spilled at 64 registers, even at two chunks per thread;
 // CTAs of up to 512 threads allow 128.
