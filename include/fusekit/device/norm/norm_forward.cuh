@@ -205,6 +205,29 @@ __device__ __forceinline__ void affine_values(const Pack<T, kE>& h, const Pack<T
   }
 }
 
+// affine_values of a centred chunk as (h·rstd + shift)·w + b, shift = −mean·rstd: two
+// instructions per element with both terms (one with one), against affine_values' three.
+// mean·rstd is rounded once, an error of |mean·rstd|·2⁻²⁴ in every (h − mean)·rstd, so rows take
+// it only while |mean·rstd| <= kFoldedShiftMax (every row whose mean is within 16 standard
+// deviations of 0; a constant row of 10⁴ would get (h − mean)·rstd ≈ 0.2 instead of 0).
+inline constexpr float kFoldedShiftMax = 16.0f;
+template <class Terms, class T, int kE>
+__device__ __forceinline__ void folded_affine_values(const Pack<T, kE>& h, const Pack<T, kE>& w, const Pack<T, kE>& b,
+                                                     float rstd, float shift, float (&y)[kE]) {
+  float wv[kE], bv[kE];
+  unpack_floats<T, kE>(h, y);
+  if constexpr (Terms::kWeight) unpack_floats<T, kE>(w, wv);
+  if constexpr (Terms::kBias) unpack_floats<T, kE>(b, bv);
+#pragma unroll
+  for (int e = 0; e < kE; ++e) {
+    const float t = fmaf(y[e], rstd, shift);
+    if constexpr (Terms::kWeight && Terms::kBias) y[e] = fmaf(t, wv[e], bv[e]);
+    else if constexpr (Terms::kWeight) y[e] = t * wv[e];
+    else if constexpr (Terms::kBias) y[e] = t + bv[e];
+    else y[e] = t;
+  }
+}
+
 // affine_values with chunk i's weight and bias read from `affine`.
 template <class Terms, Access kAccess, class T, int kE, class Affine>
 __device__ __forceinline__ void affine_chunk(const Pack<T, kE>& h, const Affine& affine, int i, int c, float mean,
@@ -347,22 +370,39 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
         // NOTE: measured on the H200 (session 19, LayerNorm → e4m3 bf16, GB/s): 2670 → 2767 at
         // 2048 columns, 2312 → 2508 at 6144, 2659 → 2811 at 8192 (96 against 128 registers).
         constexpr bool kChained = !std::is_same_v<T, Out> && kForms == NormForms::Any && Tile::kChunks >= 8;
-        [[maybe_unused]] float chain = 0.0f;
+        const auto chunks = [&](auto folded) {
+          constexpr bool kFolded = decltype(folded)::value;
+          const float shift = -centre * row_scale;
+          [[maybe_unused]] float chain = 0.0f;
 #pragma unroll Tile::kUnroll
-        for (int i = 0; i < Tile::kChunks; ++i) {
-          int c = Tile::column(at.slot, i);
-          if (!chunk_in_row<kAccess>(c, n)) continue;
-          if constexpr (kChained) {
-            if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
-          }
-          float y[kE];
-          affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
-          if constexpr (kChained) chain = y[kE - 1];
-          if constexpr (Terms::kBias) {
+          for (int i = 0; i < Tile::kChunks; ++i) {
+            int c = Tile::column(at.slot, i);
+            if (!chunk_in_row<kAccess>(c, n)) continue;
+            if constexpr (kChained) {
+              if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
+            }
+            float y[kE];
+            if constexpr (kFolded) {
+              Pack<T, kE> w, b;
+              affine.template chunk<kAccess, Terms::kWeight, Terms::kBias>(i, c, w, b);
+              folded_affine_values<Terms>(h.get(i), w, b, row_scale, shift, y);
+            } else {
+              affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
+            }
+            if constexpr (Terms::kBias) {
 #pragma unroll
-            for (int e = 0; e < kE; ++e) y[e] *= out_scale;
+              for (int e = 0; e < kE; ++e) y[e] *= out_scale;
+            }
+            if constexpr (kChained) chain = y[kE - 1];
+            f(i, c, y);
           }
-          f(i, c, y);
+        };
+        // NOTE: the branch is the same for every thread of the row (its statistics).
+        if constexpr (Terms::kCentred) {
+          if (fabsf(centre * scale) <= kFoldedShiftMax) chunks(std::true_type{});
+          else chunks(std::false_type{});
+        } else {
+          chunks(std::false_type{});
         }
       }
     });
