@@ -62,8 +62,10 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) softmax_backward_kerne
 // by as many clusters as stay resident, each a block of consecutive rows. kExchangeRows rows' dot
 // products go per push (device/row/cluster_exchange.cuh): two for two-chunk CTAs; the wide rows'
 // 32 KB planes leave room for three rows, so one.
-// NOTE: measured on the H200 (session 19, bf16, GB/s): a cluster barrier per row ran the
-// softmax backward at 2.86–3.04 TB/s from 12288 to 65536 columns but 16384 (3.31).
+// NOTE: measured on the H200 (session 20, bf16, GB/s): at 12288 / 16384 / 24576 / 32768 / 65536
+// / 131072 columns a CTA per row with a cluster barrier (softmax_backward_kernel) ran 2971 / 3305 /
+// 2963 / 3051 / 2875 / 2437, this kernel 3955 / 3954 / 3939 / 3920 / 3979 / 4018 (f32 65536: 2504
+// → 4094).
 inline constexpr int kSoftmaxBackwardPlanes = 2;  // shared memory planes per staged row: y and dy
 
 template <class T, class Config, int kExchangeRows>
