@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "bench/harness.hpp"
@@ -311,12 +312,15 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
     // NOTE: without bias, RMSNorm folds max |y| into the sum of squares' reduction, in a kernel
     // compiled for that case alone (vector access, rows in registers).
-    for (const bool with_bias : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (with_bias ? " with bias" : ""));
+    // Rows around 0 and rows far from it (LayerNorm's affine in two forms: |mean·rstd| <= 16 or not).
+    for (const auto& [with_bias, lo, hi] : {std::tuple{true, -3.0f, 3.0f}, std::tuple{false, -3.0f, 3.0f},
+                                           std::tuple{true, 100.0f, 104.0f}, std::tuple{false, 100.0f, 104.0f}}) {
+      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (with_bias ? " with bias" : "")
+                                        << " x in [" << lo << ", " << hi << "]");
       Padded x(dt, s), q(DType::E4M3, s);
       DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), row_scale(DType::F32, {s.rows}), tensor_scale(DType::F32, {1}),
           amax(DType::F32, {1});
-      fill_uniform(x.view, seed, -3.0f, 3.0f);
+      fill_uniform(x.view, seed, lo, hi);
       fill_uniform(weight, seed + 1, -2.0f, 2.0f);
       fill_uniform(bias, seed + 2, -1.0f, 1.0f);
       const auto w = download(weight);

@@ -106,6 +106,16 @@ struct NormBackwardRow {
   }
 };
 
+// dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) of one row, as two FMAs per element on g and x̂:
+// rstd·g + (−rstd·mean(g)), then + x̂·(−rstd·mean(g·x̂)).
+struct DxTerms {
+  float rstd, shift, slope;
+  __device__ static DxTerms of(float rstd, float mean_g, float mean_g_xhat) {
+    return {rstd, -rstd * mean_g, -rstd * mean_g_xhat};
+  }
+  __device__ float dx(float g, float xhat) const { return fmaf(xhat, slope, fmaf(g, rstd, shift)); }
+};
+
 // One row of the block: dx written, and dy·x̂ and dy added to the thread's column sums.
 // `iteration` counts the rows of the block (it picks the reduction's scratch slot).
 template <class T, class Config, Access kAccess>
@@ -123,15 +133,15 @@ __device__ inline void norm_backward_row(const NormBackwardParams& p, const RowS
     for (int e = 0; e < kE; ++e) {
       const float g = r.dy.value(i, e) * w.value(i, e);
       part.first += g;
-      part.second += g * ((r.x.value(i, e) - r.mean) * r.rstd);
+      part.second += g * (r.x.value(i, e) - r.mean);
     }
+  part.second *= r.rstd;  // Σg·x̂ = rstd·Σg·(x − mean)
   const SumPair total = row_allreduce_in_loop(part, SumPairOp{}, p.layout, iteration);
-  const float mean_g = p.kind == NormKind::LayerNorm ? total.first * inv_n : 0.0f;
-  const float mean_g_xhat = total.second * inv_n;
+  const DxTerms terms = DxTerms::of(r.rstd, p.kind == NormKind::LayerNorm ? total.first * inv_n : 0.0f, total.second * inv_n);
 
   r.x.template store_mapped<T, kAccess>(p.dx.row_divided<T>(r.row(p), p.rows_per_batch), slot, r.n(p), [&](int i, int e, int) {
     const float xhat = (r.x.value(i, e) - r.mean) * r.rstd;
-    return r.rstd * (r.dy.value(i, e) * w.value(i, e) - mean_g - xhat * mean_g_xhat);
+    return terms.dx(r.dy.value(i, e) * w.value(i, e), xhat);
   });
 #pragma unroll
   for (int i = 0; i < Tile::kChunks; ++i)
@@ -412,9 +422,10 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
         for (int e = 0; e < kE; ++e) {
           const float g_e = dyv[e] * wv[e];
           part.row[j].first += g_e;
-          part.row[j].second += g_e * ((xv[e] - s.mean[j]) * s.rstd[j]);
+          part.row[j].second += g_e * (xv[e] - s.mean[j]);
         }
       }
+      part.row[j].second *= s.rstd[j];  // Σg·x̂ = rstd·Σg·(x − mean): one multiply per row, not per element
     }
     return part;
   };
@@ -438,6 +449,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
         if (k >= count) continue;
         const float mean_g = p.kind == NormKind::LayerNorm ? total.row[j].first * inv_n : 0.0f;
         const float mean_g_xhat = total.row[j].second * inv_n;
+        const DxTerms terms = DxTerms::of(now.rstd[j], mean_g, mean_g_xhat);
         const int plane = kBackwardStagePlanes * (k % kStagedRows);
         const Staged x(at.slot, plane), dy(at.slot, plane + 1);
         T* dx = p.dx.row_divided<T>(row_of(k), p.rows_per_batch);
@@ -452,7 +464,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
 #pragma unroll
           for (int e = 0; e < kE; ++e) {
             const float xhat = (xv[e] - now.mean[j]) * now.rstd[j];
-            out[e] = now.rstd[j] * (dyv[e] * wv[e] - mean_g - xhat * mean_g_xhat);
+            out[e] = terms.dx(dyv[e] * wv[e], xhat);
             sums.dw[i][e] += dyv[e] * xhat;
             sums.db[i][e] += dyv[e];
           }
