@@ -176,40 +176,48 @@ TEST_P(NormBackwardGpu, BitIdenticalRunToRun) {
   }
 }
 
-// [batch, rows, n] with padded row and batch strides; dx written over dy; dbias alone.
+// [batch, rows, n] with padded row and batch strides; dx written over dy; dbias alone. Rows read
+// element by element, and rows split over a cluster (vector access) whose blocks of rows cross
+// batches.
 TEST_P(NormBackwardGpu, BatchedInPlace) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
-  constexpr std::int64_t kBatch = 3, kRows = 50, kN = 777, kLd = 800, kBatchStride = 40100;
-  const std::size_t bytes = static_cast<std::size_t>(kBatch * kBatchStride) * dtype_size(dt);
-  DeviceBuffer xb(bytes), dyb(bytes);
-  const auto x = TensorView::batched(xb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
-  const auto dy = TensorView::batched(dyb.data(), dt, kBatch, kRows, kN, kLd, kBatchStride);
-  fill_uniform(x, seed, -3.0f, 3.0f);
-  fill_uniform(dy, seed + 1, -1.0f, 1.0f);
-  reference::Matrix hx(kBatch * kRows, kN), hdy(kBatch * kRows, kN);
-  hx.data = download(x);
-  hdy.data = download(dy);
-  const Stats stats = forward_stats(kind, hx, kBatch * kRows);
-  DeviceTensor dbias(dt, {kN});
-  DeviceTensor workspace(DType::U8,
-                         {static_cast<std::int64_t>(norm_backward_workspace_bytes(kBatch * kRows, kN, dt))});
-  poison(dbias);
-  NormBackwardArgs a;
-  a.kind = kind;
-  a.x = x;
-  a.dy = dy;
-  a.dx = dy;  // in place
-  if (kind == NormKind::LayerNorm) a.mean = stats.mean;
-  a.rstd = stats.rstd;
-  a.dbias = dbias;
-  a.workspace = workspace;
-  norm_backward(a);
-  const auto want = reference::norm_backward(kind, hdy, hx, {}, stats.host_mean, stats.host_rstd);
-  EXPECT_LE(rel_l2(download(dy), want.dx.data), bench::tolerance(dt));
-  EXPECT_LE(rel_l2(download(dbias), want.dbias), bench::tolerance(dt));
+  struct Batched {
+    std::int64_t batch, rows, n, ld, batch_stride;
+  };
+  constexpr Batched kCases[] = {{3, 50, 777, 800, 40100}, {3, 7, 16384, 16392, 7 * 16392 + 8}};
+  for (const Batched& c : kCases) {
+    SCOPED_TRACE(::testing::Message() << c.batch << "x" << c.rows << "x" << c.n);
+    const std::size_t bytes = static_cast<std::size_t>(c.batch * c.batch_stride) * dtype_size(dt);
+    DeviceBuffer xb(bytes), dyb(bytes);
+    const auto x = TensorView::batched(xb.data(), dt, c.batch, c.rows, c.n, c.ld, c.batch_stride);
+    const auto dy = TensorView::batched(dyb.data(), dt, c.batch, c.rows, c.n, c.ld, c.batch_stride);
+    fill_uniform(x, seed, -3.0f, 3.0f);
+    fill_uniform(dy, seed + 1, -1.0f, 1.0f);
+    reference::Matrix hx(c.batch * c.rows, c.n), hdy(c.batch * c.rows, c.n);
+    hx.data = download(x);
+    hdy.data = download(dy);
+    const Stats stats = forward_stats(kind, hx, c.batch * c.rows);
+    DeviceTensor dbias(dt, {c.n});
+    DeviceTensor workspace(DType::U8,
+                           {static_cast<std::int64_t>(norm_backward_workspace_bytes(c.batch * c.rows, c.n, dt))});
+    poison(dbias);
+    NormBackwardArgs a;
+    a.kind = kind;
+    a.x = x;
+    a.dy = dy;
+    a.dx = dy;  // in place
+    if (kind == NormKind::LayerNorm) a.mean = stats.mean;
+    a.rstd = stats.rstd;
+    a.dbias = dbias;
+    a.workspace = workspace;
+    norm_backward(a);
+    const auto want = reference::norm_backward(kind, hdy, hx, {}, stats.host_mean, stats.host_rstd);
+    EXPECT_LE(rel_l2(download(dy), want.dx.data), bench::tolerance(dt));
+    EXPECT_LE(rel_l2(download(dbias), want.dbias), bench::tolerance(dt));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(KindsAndDtypes, NormBackwardGpu, testing::norm_cases(), testing::norm_case_name);

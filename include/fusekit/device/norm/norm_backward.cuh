@@ -382,8 +382,8 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
       if (k >= count) continue;
       const std::int64_t row = row_of(k);
       const int plane = kBackwardStagePlanes * (k % kStagedRows);
-      Staged(at.slot, plane).template copy<kAccess>(p.x.row_divided<const T>(row, p.rows_per_batch), at.slot, p.n);
-      Staged(at.slot, plane + 1).template copy<kAccess>(p.dy.row_divided<const T>(row, p.rows_per_batch), at.slot, p.n);
+      Staged(at.slot, plane).template copy<kAccess>(p.x.row<const T>(row, p.rows_per_batch), at.slot, p.n);
+      Staged(at.slot, plane + 1).template copy<kAccess>(p.dy.row<const T>(row, p.rows_per_batch), at.slot, p.n);
     }
     Staged::commit();
   };
@@ -452,7 +452,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
         const DxTerms terms = DxTerms::of(now.rstd[j], mean_g, mean_g_xhat);
         const int plane = kBackwardStagePlanes * (k % kStagedRows);
         const Staged x(at.slot, plane), dy(at.slot, plane + 1);
-        T* dx = p.dx.row_divided<T>(row_of(k), p.rows_per_batch);
+        T* dx = p.dx.row<T>(row_of(k), p.rows_per_batch);
 #pragma unroll
         for (int i = 0; i < Tile::kChunks; ++i) {
           const int c = Tile::column(at.slot, i);

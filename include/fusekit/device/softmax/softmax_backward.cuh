@@ -105,8 +105,8 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) softmax_backward_clust
       if (k >= count) continue;
       const std::int64_t row = block.step(k);
       auto [y, dy] = planes(k);
-      y.template copy<kAccess>(p.y.row_divided<const T>(row, p.rows_per_batch), at.slot, p.n);
-      dy.template copy<kAccess>(p.dy.row_divided<const T>(row, p.rows_per_batch), at.slot, p.n);
+      y.template copy<kAccess>(p.y.row<const T>(row, p.rows_per_batch), at.slot, p.n);
+      dy.template copy<kAccess>(p.dy.row<const T>(row, p.rows_per_batch), at.slot, p.n);
     }
     Staged::commit();
   };
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) softmax_backward_clust
         const int k = g * kExchangeRows + j;
         if (k >= count) continue;
         const auto [y, dy] = planes(k);
-        T* dx = p.dx.row_divided<T>(block.step(k), p.rows_per_batch);
+        T* dx = p.dx.row<T>(block.step(k), p.rows_per_batch);
 #pragma unroll
         for (int i = 0; i < Tile::kChunks; ++i) {
           const int c = Tile::column(at.slot, i);
