@@ -9,7 +9,6 @@
 //      through shared memory first, in a fixed order);
 //   2. norm_column_sum_kernel: each column's partials are summed over the groups in a fixed order.
 // No atomics: the same device and shape give the same bits every run.
-#include <cooperative_groups.h>
 
 #include <cstdint>
 
@@ -337,10 +336,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
   __shared__ ClusterExchange<GroupSums, GroupSumsOp<SumPairOp>> exchange;
 
   const RowPosition at = RowPosition::of(p.layout);  // one row per CTA (rows_per_cta == 1)
-  auto cluster = cooperative_groups::this_cluster();
-  const auto rank = static_cast<int>(cluster.block_rank());
-  if (threadIdx.x == 0) exchange.init();
-  cluster.sync();  // every peer runs and has its mbarriers initialised before the first push
+  const int rank = exchange.start();
 
   const RowBlock block = RowBlock::of(p.steps, p.steps_per_group, p.layout);
   const int count = block.count;

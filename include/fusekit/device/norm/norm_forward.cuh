@@ -186,55 +186,48 @@ __device__ __forceinline__ void with_affine_terms(const NormForwardParams& p, F&
   else with_bias(std::false_type{});
 }
 
-// y of chunk i of the row (columns c … c + kE), h its values: (h − mean)·rstd·w + b, the terms
-// of `Terms` only.
-template <class Terms, class T, int kE>
-__device__ __forceinline__ void affine_values(const Pack<T, kE>& h, const Pack<T, kE>& w, const Pack<T, kE>& b,
-                                              float mean, float rstd, float (&y)[kE]) {
-  float wv[kE], bv[kE];
-  unpack_floats<T, kE>(h, y);
-  if constexpr (Terms::kWeight) unpack_floats<T, kE>(w, wv);
-  if constexpr (Terms::kBias) unpack_floats<T, kE>(b, bv);
-  // (h − mean)·(rstd·w) + b: three instructions per element for LayerNorm with both terms.
-#pragma unroll
-  for (int e = 0; e < kE; ++e) {
-    const float centred = Terms::kCentred ? y[e] - mean : y[e];
-    const float scale = Terms::kWeight ? rstd * wv[e] : rstd;
-    if constexpr (Terms::kBias) y[e] = fmaf(centred, scale, bv[e]);
-    else y[e] = centred * scale;
-  }
-}
-
-// affine_values of a centred chunk as (h·rstd + shift)·w + b, shift = −mean·rstd: two
-// instructions per element with both terms (one with one), against affine_values' three.
-// mean·rstd is rounded once, an error of |mean·rstd|·2⁻²⁴ in every (h − mean)·rstd, so rows take
-// it only while |mean·rstd| <= kFoldedShiftMax (every row whose mean is within 16 standard
-// deviations of 0; a constant row of 10⁴ would get (h − mean)·rstd ≈ 0.2 instead of 0).
+// How a centred row's affine is computed.
+//  Subtracted: (h − mean)·(rstd·w) + b, three instructions per element with both terms.
+//  Folded: (h·rstd + shift)·w + b with shift = −mean·rstd, two. mean·rstd is rounded once, an
+//    error of |mean·rstd|·2⁻²⁴ in every (h − mean)·rstd, so rows take it only while |mean·rstd| <=
+//    kFoldedShiftMax (every row whose mean is within 16 standard deviations of 0; a constant row
+//    of 10⁴ would get (h − mean)·rstd ≈ 0.2 instead of 0).
+enum class AffineForm : std::uint8_t { Subtracted, Folded };
 inline constexpr float kFoldedShiftMax = 16.0f;
-template <class Terms, class T, int kE>
-__device__ __forceinline__ void folded_affine_values(const Pack<T, kE>& h, const Pack<T, kE>& w, const Pack<T, kE>& b,
-                                                     float rstd, float shift, float (&y)[kE]) {
+
+// y of chunk i of the row (columns c … c + kE), h its values: (h − mean)·rstd·w + b, the terms
+// of `Terms` only; `centre` is the mean (Subtracted) or the shift −mean·rstd (Folded).
+template <class Terms, AffineForm kForm = AffineForm::Subtracted, class T, int kE>
+__device__ __forceinline__ void affine_values(const Pack<T, kE>& h, const Pack<T, kE>& w, const Pack<T, kE>& b,
+                                              float centre, float rstd, float (&y)[kE]) {
   float wv[kE], bv[kE];
   unpack_floats<T, kE>(h, y);
   if constexpr (Terms::kWeight) unpack_floats<T, kE>(w, wv);
   if constexpr (Terms::kBias) unpack_floats<T, kE>(b, bv);
 #pragma unroll
   for (int e = 0; e < kE; ++e) {
-    const float t = fmaf(y[e], rstd, shift);
-    if constexpr (Terms::kWeight && Terms::kBias) y[e] = fmaf(t, wv[e], bv[e]);
-    else if constexpr (Terms::kWeight) y[e] = t * wv[e];
-    else if constexpr (Terms::kBias) y[e] = t + bv[e];
-    else y[e] = t;
+    if constexpr (kForm == AffineForm::Folded) {
+      const float t = fmaf(y[e], rstd, centre);
+      if constexpr (Terms::kWeight && Terms::kBias) y[e] = fmaf(t, wv[e], bv[e]);
+      else if constexpr (Terms::kWeight) y[e] = t * wv[e];
+      else if constexpr (Terms::kBias) y[e] = t + bv[e];
+      else y[e] = t;
+    } else {
+      const float centred = Terms::kCentred ? y[e] - centre : y[e];
+      const float scale = Terms::kWeight ? rstd * wv[e] : rstd;
+      if constexpr (Terms::kBias) y[e] = fmaf(centred, scale, bv[e]);
+      else y[e] = centred * scale;
+    }
   }
 }
 
 // affine_values with chunk i's weight and bias read from `affine`.
-template <class Terms, Access kAccess, class T, int kE, class Affine>
-__device__ __forceinline__ void affine_chunk(const Pack<T, kE>& h, const Affine& affine, int i, int c, float mean,
+template <class Terms, Access kAccess, AffineForm kForm = AffineForm::Subtracted, class T, int kE, class Affine>
+__device__ __forceinline__ void affine_chunk(const Pack<T, kE>& h, const Affine& affine, int i, int c, float centre,
                                              float rstd, float (&y)[kE]) {
   Pack<T, kE> w, b;
   affine.template chunk<kAccess, Terms::kWeight, Terms::kBias>(i, c, w, b);
-  affine_values<Terms>(h, w, b, mean, rstd, y);
+  affine_values<Terms, kForm>(h, w, b, centre, rstd, y);
 }
 
 // A chunk of a reread row with its weight and bias, loaded together (for_chunk_batches).
@@ -382,13 +375,8 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
               if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
             }
             float y[kE];
-            if constexpr (kFolded) {
-              Pack<T, kE> w, b;
-              affine.template chunk<kAccess, Terms::kWeight, Terms::kBias>(i, c, w, b);
-              folded_affine_values<Terms>(h.get(i), w, b, row_scale, shift, y);
-            } else {
-              affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
-            }
+            if constexpr (kFolded) affine_chunk<Terms, kAccess, AffineForm::Folded>(h.get(i), affine, i, c, shift, row_scale, y);
+            else affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
             if constexpr (Terms::kBias) {
 #pragma unroll
               for (int e = 0; e < kE; ++e) y[e] *= out_scale;

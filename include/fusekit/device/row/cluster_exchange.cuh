@@ -66,10 +66,9 @@ struct GroupSumsOp {
   }
 };
 
-// One CTA's side of the exchange, a __shared__ object of the kernel: thread 0 calls init(), then
-// the cluster synchronises once (every peer runs, its mbarriers initialised) before the first
-// push; every thread of the CTA calls push(g) and totals(g) for g = 0, 1, … in order, push(g + 1)
-// before totals(g).
+// One CTA's side of the exchange, a __shared__ object of the kernel: every thread of the CTA
+// calls start() once, then push(g) and totals(g) for g = 0, 1, … in order, push(g + 1) before
+// totals(g).
 // NOTE: no cluster barrier is needed at the exit: a CTA has waited for every push into it.
 template <class Sums, class Op>
 struct ClusterExchange {
@@ -81,10 +80,17 @@ struct ClusterExchange {
   Sums received[kExchangeSlots][kMaxNonPortableClusterCtas];  // [slot][sender's rank]
   Sums warp_sums[2][kMaxRowThreads / kWarpThreads];           // [group % 2][warp]
 
-  __device__ void init() {
+  // Initialises the mbarriers and synchronises the cluster once (every peer runs, its mbarriers
+  // initialised, before the first push); returns the CTA's rank in the cluster.
+  __device__ int start() {
+    if (threadIdx.x == 0) {
 #pragma unroll
-    for (int s = 0; s < kExchangeSlots; ++s) Barrier::init(&pushed[s], 1);  // this CTA's expect_tx
-    cutlass::arch::fence_barrier_init();
+      for (int s = 0; s < kExchangeSlots; ++s) Barrier::init(&pushed[s], 1);  // this CTA's expect_tx
+      cutlass::arch::fence_barrier_init();
+    }
+    auto cluster = cooperative_groups::this_cluster();
+    cluster.sync();
+    return static_cast<int>(cluster.block_rank());
   }
 
   // The CTA's sums of group g (warp butterflies, then warp 0 over the warps' partials, in a fixed

@@ -6,7 +6,6 @@
 // cluster are staged in shared memory by persistent clusters whose dot products cross the
 // cluster by pushes onto mbarriers (softmax_backward_cluster_kernel). A masked entry has y = 0 and
 // so gets dx = 0; a fully masked row (y all 0) gets dx all 0.
-#include <cooperative_groups.h>
 
 #include <cstdint>
 #include <utility>
@@ -85,10 +84,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) softmax_backward_clust
   __shared__ ClusterExchange<Dots, GroupSumsOp<SumOp>> exchange;
 
   const RowPosition at = RowPosition::of(p.layout);  // one row per CTA (rows_per_cta == 1)
-  auto cluster = cooperative_groups::this_cluster();
-  const auto rank = static_cast<int>(cluster.block_rank());
-  if (threadIdx.x == 0) exchange.init();
-  cluster.sync();  // every peer runs and has its mbarriers initialised before the first push
+  const int rank = exchange.start();
 
   const RowBlock block = RowBlock::of(p.rows, p.rows_per_group, p.layout);
   const int count = block.count;
