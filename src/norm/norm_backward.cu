@@ -73,9 +73,6 @@ auto cluster_kernel(const device::RowLayout& layout) {
   return std::pair{&device::norm_backward_cluster_kernel<T, Config>, device::norm_backward_cluster_bytes<T, Config>(layout)};
 }
 
-// Clusters of two-chunk CTAs up to this size; longer rows (and rows two-chunk CTAs do not hold)
-// take WideClusterRows (an H200 holds clusters of 2 on all 132 SMs, of 4 and 8 on 120).
-constexpr int kMaxTwoChunkCluster = 2;
 enum class Placement : std::uint8_t { Loop, Staged, Cluster, WideCluster };
 
 // Where rows of n elements of `dtype` run: vector rows split over a cluster (sm_90) on the
@@ -86,7 +83,7 @@ Placement placement_of(std::int64_t n, DType dtype) {
   const int max_cluster = rows::max_cluster_ctas();
   const device::RowLayout two = device::plan_rows<Config>(n, static_cast<int>(dtype_size(dtype)), max_cluster);
   if (kAccess == device::Access::Vector && max_cluster > 1 && (!two.valid() || two.cluster > 1))
-    return two.valid() && two.cluster <= kMaxTwoChunkCluster ? Placement::Cluster : Placement::WideCluster;
+    return device::takes_wide_clusters(two) ? Placement::WideCluster : Placement::Cluster;
   return two.valid() && staged_rows<kAccess>(two) ? Placement::Staged : Placement::Loop;
 }
 

@@ -14,13 +14,9 @@ namespace fusekit {
 
 namespace {
 
-// Clusters of two-chunk CTAs up to this size; longer rows take WideClusterRows (an H200 holds
-// clusters of 2 on all 132 SMs, of 4 and 8 on 120), as in the norm backward.
-constexpr int kMaxTwoChunkCluster = 2;
-
 // Rows split over a cluster (vector access) run softmax_backward_cluster_kernel on persistent
 // clusters, each a block of consecutive rows: two-chunk CTAs (two rows per push) while their
-// cluster stays within kMaxTwoChunkCluster, four-chunk CTAs (one row per push) beyond.
+// cluster stays within device::kMaxTwoChunkCluster, four-chunk CTAs (one row per push) beyond.
 template <class T>
 void launch_clustered(device::SoftmaxBackwardParams p, std::int64_t n, DType dtype, cudaStream_t stream) {
   constexpr const char* kName = "softmax_backward_cluster_kernel";
@@ -35,7 +31,7 @@ void launch_clustered(device::SoftmaxBackwardParams p, std::int64_t n, DType dty
   using device::WideClusterRows;
   const device::RowLayout two = device::plan_rows<LoopingTwoTensorRows>(n, static_cast<int>(dtype_size(dtype)),
                                                                         rows::max_cluster_ctas());
-  if (two.valid() && two.cluster <= kMaxTwoChunkCluster) {
+  if (!device::takes_wide_clusters(two)) {
     run(device::softmax_backward_cluster_kernel<T, LoopingTwoTensorRows, 2>, two,
         device::softmax_backward_cluster_bytes<T, LoopingTwoTensorRows, 2>(two));
   } else {

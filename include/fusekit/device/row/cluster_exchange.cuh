@@ -42,6 +42,15 @@ struct RowBlock {
   __device__ std::int64_t step(int k) const { return std::int64_t{first + static_cast<std::uint32_t>(k)}; }
 };
 
+// Clusters of two-chunk CTAs (LoopingTwoTensorRows) up to this size; rows they split over larger
+// clusters, or do not hold, take four-chunk CTAs (WideClusterRows): an H200 holds clusters of 2
+// on all 132 SMs, of 4 and 8 on 120 (session 19).
+inline constexpr int kMaxTwoChunkCluster = 2;
+// Whether clustered rows whose two-chunk layout is `two` run on WideClusterRows instead.
+__host__ __device__ constexpr bool takes_wide_clusters(const RowLayout& two) {
+  return !two.valid() || two.cluster > kMaxTwoChunkCluster;
+}
+
 // Groups of rows staged per CTA by the clustered loops: the one whose outputs are written, the
 // one being summed, the one loading.
 inline constexpr int kExchangeGroupsStaged = 3;

@@ -6,7 +6,6 @@
 // cluster are staged in shared memory by persistent clusters whose dot products cross the
 // cluster by pushes onto mbarriers (softmax_backward_cluster_kernel). A masked entry has y = 0 and
 // so gets dx = 0; a fully masked row (y all 0) gets dx all 0.
-
 #include <cstdint>
 #include <utility>
 
