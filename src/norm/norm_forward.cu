@@ -11,6 +11,7 @@
 
 #include "../row/row_launch.cuh"
 #include "fusekit/device/norm/norm_forward.cuh"
+#include "fusekit/device/norm/norm_quantize.cuh"
 #include "fusekit/norm.hpp"
 #include "fusekit/norm_quantize.hpp"
 
@@ -114,9 +115,7 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
 // NOTE: measured on the H200 (session 18, bf16, 2^27 elements, GB/s): RMSNorm at 1024 / 2048 /
 // 4096 columns 3969 → 4016 / 3940 → 4013 at 8 chunks, 3954 → 4025 at 16 (3954 at 8; at 8192,
 // 3972 against 3951 at 16: the op's config); RMSNorm → e4m3 at 4096 / 8192 3873 → 3963 / 3801 →
-// 4012 at 8 (3881 / 3818 at 16); LayerNorm → e4m3 at 2048 / 8192 2680 → 2746–2800 / 2297 →
-// 2784–2800 at 8, but at 1024 / 4096 2931 / 2880 keeping y in registers against 2731–2764 /
-// 2686–2729 (NormForms::AnyKeepingY; sessions 10–12).
+// 4012 at 8 (3881 / 3818 at 16). (The other quantizing norms run norm_quantize_kernel.)
 enum class ThreadChunks : std::uint8_t { OpConfig, Eight, Sixteen };
 struct ColumnRange {
   std::int64_t first, last;
@@ -124,7 +123,6 @@ struct ColumnRange {
 };
 constexpr ColumnRange kRmsNormEight{1024, 2048}, kRmsNormSixteen{4096, 4096};
 constexpr ColumnRange kRmsNormFp8Eight{4096, 8192};
-constexpr ColumnRange kNormFp8Eight[] = {{2048, 2048}, {4096 + 1, 8192}};
 
 ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
   const NormForwardArgs& a = job.norm;
@@ -135,11 +133,8 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
            : kRmsNormSixteen.holds(n) ? ThreadChunks::Sixteen
                                       : ThreadChunks::OpConfig;
   }
-  if (a.kind == NormKind::RmsNorm && a.bias.data == nullptr)
-    return kRmsNormFp8Eight.holds(n) ? ThreadChunks::Eight : ThreadChunks::OpConfig;
-  for (const ColumnRange& range : kNormFp8Eight)
-    if (range.holds(n)) return ThreadChunks::Eight;
-  return ThreadChunks::OpConfig;
+  const bool rms_unbiased = a.kind == NormKind::RmsNorm && a.bias.data == nullptr;
+  return rms_unbiased && kRmsNormFp8Eight.holds(n) ? ThreadChunks::Eight : ThreadChunks::OpConfig;
 }
 
 template <class T, class Out>
@@ -201,6 +196,26 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     return;
   }
   const bool rms_unbiased = a.kind == NormKind::RmsNorm && a.bias.data == nullptr;
+  if constexpr (!std::is_same_v<T, Out>) {
+    // Quantizing rows in registers: norm_quantize_kernel (y computed once, in place), except
+    // RMSNorm without bias, whose max |y| rides in its one all-reduce (NormForms::RmsNormUnbiased).
+    // NOTE: measured on the H200 (session 21, bf16, 2^27 elements): norm_quantize_kernel ran
+    // LayerNorm → e4m3 at 3.28–3.52 TB/s at 1024–4096 columns against 2.91–3.09, 2.95 against
+    // 2.94 at 8192, 2.60 against 1.99 at 12288; RMSNorm → e4m3 without bias 3.50 against 4.03 at
+    // 4096 (two all-reduces against one). Rows staged in shared memory ran 1.6–1.99 TB/s in its
+    // registers at 16384–65536 columns (CTAs of up to 256 threads in clusters, or 512) against
+    // 1.90–2.21 staged, and LayerNorm → e4m3 1.17–1.77 on the persistent staged kernel.
+    if (access == device::Access::Vector && residence == device::Residence::Registers && !rms_unbiased) {
+      using Config = device::QuantizingRows;
+      p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
+      const auto go = [&](auto kernel) {
+        rows::launch(kernel, p.layout, shape.rows, p, stream, "norm_quantize_kernel");
+      };
+      if (rows::whole_rows(p.layout, shape.n, shape.rows))
+        return go(device::norm_quantize_kernel<T, Config, device::Access::Whole>);
+      return go(device::norm_quantize_kernel<T, Config, device::Access::Vector>);
+    }
+  }
   rows::with_placement<std::is_same_v<T, Out>>(access, residence, [&](auto kAccess, auto kResidence) {
     using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
     p.layout = kResidence() == device::Residence::Reread
@@ -215,14 +230,9 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     // hidden sizes) run kernels without chunk tests (Access::Whole): at 32768×4096 bf16 (session
     // 11) LayerNorm +2 %, add+RMSNorm +3 %, RMSNorm → e4m3 +14 %, LayerNorm → e4m3 +8 %; plain
     // RMSNorm, memory-bound with or without them, ran 0.5–1.8 % slower as Whole and keeps its
-    // tests. The quantizing kernels come in two forms: RMSNorm without bias alone (70–74
-    // registers against 78 for Any at 4096 bf16 columns), and short rows keeping y in registers
-    // (AnyKeepingY); other quantizing rows run the general form with its tests: as Whole, Any
-    // took 96 registers against 78 (the weight and bias loads of every chunk hoisted), two
-    // 256-thread CTAs per SM at 8192 columns instead of three. f16 → e4m3 keeps its tests too:
-    // its AnyKeepingY took 127 registers as Whole against 95 (−5 % at 4096 columns), and under
-    // NormLaunchBounds' cap of 80 it spills (session 12). (Register counts from sessions 7–11,
-    // before NormLaunchBounds capped the quantizing forms: see norm_forward.cuh.)
+    // tests. RMSNorm → e4m3 without bias runs its own form (70–74 registers against 78 for Any
+    // at 4096 bf16 columns, sessions 7–11), f16 → e4m3 with its tests: as Whole it took 127
+    // registers against 95 (−5 % at 4096 columns), and under a cap of 80 it spilled (session 12).
     constexpr bool kRegisterVectors = kAccess() == device::Access::Vector && kResidence() == device::Residence::Registers;
     [[maybe_unused]] constexpr device::Access kWhole = device::Access::Whole;  // unused by f16 → e4m3
     if constexpr (kRegisterVectors) {
@@ -247,9 +257,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
           if (chunks == ThreadChunks::Sixteen && go_whole(device::FewThreadRows16{}, AnyForm{})) return;
         } else if (chunks == ThreadChunks::Eight) {
           using UnbiasedForm = std::integral_constant<NormForms, NormForms::RmsNormUnbiased>;
-          if (rms_unbiased ? go_whole(device::FewThreadRows8{}, UnbiasedForm{})
-                           : go_whole(device::FewThreadRows8{}, AnyForm{}))
-            return;
+          if (go_whole(device::FewThreadRows8{}, UnbiasedForm{})) return;
         }
       }
       if constexpr (std::is_same_v<T, Out>) {
@@ -260,18 +268,17 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
         }
         if (whole && (a.kind == NormKind::LayerNorm || job.residual != nullptr))
           return go(device::norm_forward_kernel<T, Out, Config, kWhole, kResidence, NormForms::Any>);
-      } else if constexpr (!std::is_same_v<T, __half>) {
-        if (whole && rms_unbiased)
-          return go(device::norm_forward_kernel<T, Out, Config, kWhole, kResidence, NormForms::RmsNormUnbiased>);
-        if (whole && p.layout.threads <= device::kKeepingYMaxRowThreads)
-          return go(device::norm_forward_kernel<T, Out, Config, kWhole, kResidence, NormForms::AnyKeepingY>);
       } else {
-        if (rms_unbiased) return go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::RmsNormUnbiased>);
-        if (p.layout.threads <= device::kKeepingYMaxRowThreads)
-          return go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::AnyKeepingY>);
+        // Quantizing rows in registers come here only as RMSNorm without bias (norm_quantize_kernel
+        // took the others, above).
+        if constexpr (!std::is_same_v<T, __half>) {
+          if (whole) return go(device::norm_forward_kernel<T, Out, Config, kWhole, kResidence, NormForms::RmsNormUnbiased>);
+        }
+        return go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::RmsNormUnbiased>);
       }
     }
-    go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::Any>);
+    if constexpr (std::is_same_v<T, Out> || !kRegisterVectors)
+      go(device::norm_forward_kernel<T, Out, Config, kAccess, kResidence, NormForms::Any>);
   });
 }
 

@@ -312,18 +312,21 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
     // NOTE: without bias, RMSNorm folds max |y| into the sum of squares' reduction, in a kernel
     // compiled for that case alone (vector access, rows in registers).
-    // Rows around 0 and rows far from it (LayerNorm's affine in two forms: |mean·rstd| <= 16 or not).
-    for (const auto& [with_bias, lo, hi] : {std::tuple{true, -3.0f, 3.0f}, std::tuple{false, -3.0f, 3.0f},
-                                           std::tuple{true, 100.0f, 104.0f}, std::tuple{false, 100.0f, 104.0f}}) {
-      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (with_bias ? " with bias" : "")
-                                        << " x in [" << lo << ", " << hi << "]");
+    // Rows around 0 and rows far from it (LayerNorm's affine in two forms: |mean·rstd| <= 16 or not),
+    // with each combination of weight and bias.
+    for (const auto& [with_weight, with_bias, lo, hi] :
+         {std::tuple{true, true, -3.0f, 3.0f}, std::tuple{true, false, -3.0f, 3.0f},
+          std::tuple{true, true, 100.0f, 104.0f}, std::tuple{true, false, 100.0f, 104.0f},
+          std::tuple{false, false, -3.0f, 3.0f}, std::tuple{false, true, 100.0f, 104.0f}}) {
+      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (with_weight ? " with weight" : "")
+                                        << (with_bias ? " with bias" : "") << " x in [" << lo << ", " << hi << "]");
       Padded x(dt, s), q(DType::E4M3, s);
       DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), row_scale(DType::F32, {s.rows}), tensor_scale(DType::F32, {1}),
-          amax(DType::F32, {1});
+          amax(DType::F32, {1}), mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
       fill_uniform(x.view, seed, lo, hi);
       fill_uniform(weight, seed + 1, -2.0f, 2.0f);
       fill_uniform(bias, seed + 2, -1.0f, 1.0f);
-      const auto w = download(weight);
+      const auto w = with_weight ? download(weight) : std::vector<double>{};
       const auto b = with_bias ? download(bias) : std::vector<double>{};
       const auto want = reference::norm_forward(kind, to_matrix(x.view), w, b, kEps);
       double want_amax = 0;
@@ -332,11 +335,15 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
       // Per row: q·scale[row] ≈ y and every row uses the fp8 range.
       poison(q.view);
       poison(row_scale);
+      poison(mean);
+      poison(rstd);
       NormQuantizeArgs a;
       a.norm.kind = kind;
       a.norm.x = x.view;
-      a.norm.weight = weight;
+      if (with_weight) a.norm.weight = weight;
       if (with_bias) a.norm.bias = bias;
+      if (kind == NormKind::LayerNorm) a.norm.mean = mean;
+      a.norm.rstd = rstd;
       a.norm.y = q.view;
       a.scale_mode = Fp8ScaleMode::PerRow;
       a.scale = row_scale;
@@ -353,6 +360,7 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
         EXPECT_LE(row_max, kE4m3Max) << "row " << r;
       }
       EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3));
+      expect_stats(mean, rstd, want, kind);
 
       // Per tensor, with amax recorded.
       const std::vector<double> scale{want_amax / kE4m3Max};

@@ -32,41 +32,21 @@ enum class QuantScale : std::uint8_t {
 // launch holds the registers of LayerNorm's paths. RmsNormUnbiased: RMSNorm without bias compiled
 // in, for the quantizing kernel, whose max |y| then rides in the sum of squares' reduction (at 4096
 // bf16 columns 70 registers against 78 for Any in session 7, before NormLaunchBounds capped both).
-// AnyKeepingY: Any for the quantizing kernel with rows in registers, keeping y from the amax pass
-// for the stores instead of a second affine pass: LayerNorm → e4m3 +8–13 % at 1024–4096 bf16
-// columns, but 95 registers against 78, and −8 % at 8192 columns, where a row's 256-thread CTAs
-// then fit two per SM instead of three (session 10); so only for rows of at most
-// kKeepingYMaxRowThreads threads.
-enum class NormForms : std::uint8_t { Any, RmsNormUnbiased, AnyKeepingY };
-inline constexpr int kKeepingYMaxRowThreads = 128;
+// (The other quantizing norms with rows in registers run norm_quantize_kernel,
+// device/norm/norm_quantize.cuh.)
+enum class NormForms : std::uint8_t { Any, RmsNormUnbiased };
 
 // A norm forward kernel's launch bounds: its config's, except for the quantizing kernels, which
-// are capped where they fit without spills (ptxas, sm_80 and sm_90a): AnyKeepingY at 80 registers
-// (its CTAs are at most kKeepingYMaxRowThreads threads: six per SM against five at 96; seven
-// spilled), the others at 64 (two 512-thread CTAs: at 4096 bf16 columns eight 128-thread CTAs
-// per SM against seven at 72).
+// are capped at 64 registers where they fit without spills (ptxas, sm_80 and sm_90a): two
+// 512-thread CTAs per SM (at 4096 bf16 columns eight 128-thread CTAs against seven at 72).
 // NOTE: these kernels are bound by latency as much as by issue: warps count (session 12, run 6:
 // RMSNorm → e4m3 +3 %, LayerNorm → e4m3 +8 % at 32768×4096 bf16, +12 % RMSNorm → e4m3 at 8192).
-// NOTE: sm_80 converts to e4m3 in software, and its quantizing Any kernel of eight chunks per
-// thread spilled 4 bytes at FewThreadRows8's 96 registers: there it keeps 128 (four CTAs per SM).
-inline constexpr int kSoftwareFp8EightChunkCtas = 4;
 template <class T, class Out, class Config, NormForms kForms>
 struct NormLaunchBounds {
   static constexpr bool kQuantizing = !std::is_same_v<T, Out>;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
-  static constexpr int kConfigCtas = kQuantizing && kForms == NormForms::Any && Config::kChunks >= 8
-                                         ? std::min(Config::kMinCtas, kSoftwareFp8EightChunkCtas)
-                                         : Config::kMinCtas;
-#else
-  static constexpr int kConfigCtas = Config::kMinCtas;
-#endif
-  static constexpr int kKeepingYCtas = 6;
   static constexpr int kQuantizingCtas = 2;
-  static_assert(kKeepingYMaxRowThreads >= kMinBlockThreads, "a keeping-y CTA is one row or packed short rows");
-  static constexpr int kMaxThreads = kForms == NormForms::AnyKeepingY ? kKeepingYMaxRowThreads : Config::kMaxThreads;
-  static constexpr int kMinCtas = !kQuantizing                         ? Config::kMinCtas
-                                  : kForms == NormForms::AnyKeepingY ? kKeepingYCtas
-                                                                     : std::max(kConfigCtas, kQuantizingCtas);
+  static constexpr int kMaxThreads = Config::kMaxThreads;
+  static constexpr int kMinCtas = kQuantizing ? std::max(Config::kMinCtas, kQuantizingCtas) : Config::kMinCtas;
 };
 
 inline constexpr float kE4m3Max = 448.0f;
@@ -195,13 +175,12 @@ __device__ __forceinline__ void with_affine_terms(const NormForwardParams& p, F&
 enum class AffineForm : std::uint8_t { Subtracted, Folded };
 inline constexpr float kFoldedShiftMax = 16.0f;
 
-// y of chunk i of the row (columns c … c + kE), h its values: (h − mean)·rstd·w + b, the terms
-// of `Terms` only; `centre` is the mean (Subtracted) or the shift −mean·rstd (Folded).
+// y of a chunk of the row, y = (h − mean)·rstd·w + b with the terms of `Terms` only, computed in
+// place of h's values; `centre` is the mean (Subtracted) or the shift −mean·rstd (Folded).
 template <class Terms, AffineForm kForm = AffineForm::Subtracted, class T, int kE>
-__device__ __forceinline__ void affine_values(const Pack<T, kE>& h, const Pack<T, kE>& w, const Pack<T, kE>& b,
-                                              float centre, float rstd, float (&y)[kE]) {
+__device__ __forceinline__ void affine_in_place(float (&y)[kE], const Pack<T, kE>& w, const Pack<T, kE>& b,
+                                                float centre, float rstd) {
   float wv[kE], bv[kE];
-  unpack_floats<T, kE>(h, y);
   if constexpr (Terms::kWeight) unpack_floats<T, kE>(w, wv);
   if constexpr (Terms::kBias) unpack_floats<T, kE>(b, bv);
 #pragma unroll
@@ -219,6 +198,13 @@ __device__ __forceinline__ void affine_values(const Pack<T, kE>& h, const Pack<T
       else y[e] = centred * scale;
     }
   }
+}
+// affine_in_place from h's packed values.
+template <class Terms, AffineForm kForm = AffineForm::Subtracted, class T, int kE>
+__device__ __forceinline__ void affine_values(const Pack<T, kE>& h, const Pack<T, kE>& w, const Pack<T, kE>& b,
+                                              float centre, float rstd, float (&y)[kE]) {
+  unpack_floats<T, kE>(h, y);
+  affine_in_place<Terms, kForm>(y, w, b, centre, rstd);
 }
 
 // affine_values with chunk i's weight and bias read from `affine`.
@@ -251,6 +237,18 @@ inline constexpr int kRereadAddBatch = RereadRowTile<float, RereadRows>::kBatch 
 // NOTE: non-negative floats order like their bit patterns, so an integer atomicMax is a float max.
 __device__ inline void atomic_max_nonnegative(float* address, float value) {
   atomicMax(reinterpret_cast<int*>(address), __float_as_int(value));
+}
+
+// The factor a quantizing row's stores take, q = y·factor: 448/amax (PerRow; the row's scale,
+// amax/448, written by its leader) or 1/scale (PerTensor). amax: the row's max |y| (all-reduced),
+// folded into the tensor's amax where asked for; unused for PerTensor without it.
+// NOTE: the stores take 448/amax: one division instead of two (1/scale; measured neutral, session
+// 12). An all-zero row gets scale 1 (any scale represents it; 0 would not invert).
+__device__ inline float quantize_factor(const NormForwardParams& p, float amax, bool leader, std::int64_t row) {
+  if (leader && p.amax) atomic_max_nonnegative(p.amax, amax);
+  if (p.quant == QuantScale::PerTensor) return 1.0f / *p.tensor_scale;
+  if (leader) p.row_scale[row] = amax > 0.0f ? amax / kE4m3Max : 1.0f;
+  return amax > 0.0f ? kE4m3Max / amax : 1.0f;
 }
 
 // The all-reduce of call site kSlot for the row of loop iteration `parity` (0 or 1): a CTA that
@@ -356,7 +354,8 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
               f(i, c, y);
             });
       } else {
-        // The quantizing Any form on eight or more chunks per thread chains each chunk's weight
+        // The quantizing Any form on eight or more chunks per thread (the staged rows' sixteen;
+        // norm_quantize_kernel does the same) chains each chunk's weight
         // and bias loads behind the previous chunk's result (an empty asm dependency on its
         // address), so ptxas cannot hoist every chunk's loads to the top: their 64 registers
         // spilled it at 96, and at 128 its CTAs were one per SM fewer.
@@ -466,55 +465,28 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     if (p.rstd) p.rstd[row] = rstd;
   }
 
-  // AnyKeepingY keeps y from the amax pass for the stores (no second affine pass: the weight and
-  // bias loads, unpacking and FMAs of every chunk again).
-  constexpr bool kKeepsY = kForms == NormForms::AnyKeepingY;
-  static_assert(!kKeepsY || (!std::is_same_v<Out, T> && std::is_same_v<Tile, RowTile<T, Config>>),
-                "y is kept by quantizing rows held in registers");
-  float kept[kKeepsY ? Tile::kChunks : 1][kE];
-  const bool stores_kept = kKeepsY && wants_amax && !folds_amax;
   float inv_scale = 1.0f;
   if constexpr (!std::is_same_v<Out, T>) {
     if (wants_amax) {
       if (folds_amax) {
         amax *= rstd;
       } else {
-        for_each_affine(mean, rstd, 1.0f, [&](int i, int c, const float (&y)[kE]) {
+        for_each_affine(mean, rstd, 1.0f, [&](int, int c, const float (&y)[kE]) {
 #pragma unroll
-          for (int e = 0; e < kE; ++e) {
+          for (int e = 0; e < kE; ++e)
             if (element_in_row<kAccess>(c, e, n)) amax = fmaxf(amax, fabsf(y[e]));
-            if constexpr (kKeepsY) kept[i][e] = y[e];
-          }
         });
         amax = norm_allreduce<3>(amax, MaxOp{}, p.layout, parity);
       }
-      if (live && at.leader() && p.amax) atomic_max_nonnegative(p.amax, amax);
-      if (p.quant == QuantScale::PerRow) {
-        // NOTE: an all-zero row gets scale 1 (any scale represents it; 0 would not invert). The
-        // stores take 448/amax: one division instead of two (1/scale; measured neutral, session 12).
-        inv_scale = amax > 0.0f ? kE4m3Max / amax : 1.0f;
-        if (live && at.leader()) p.row_scale[row] = amax > 0.0f ? amax / kE4m3Max : 1.0f;
-      }
     }
-    if (p.quant == QuantScale::PerTensor) inv_scale = 1.0f / *p.tensor_scale;
+    inv_scale = quantize_factor(p, amax, live && at.leader(), row);
   }
 
   Out* out = p.y.row<Out>(row, p.rows_per_batch);
   const auto store = [&](int, int c, const float (&y)[kE]) {
     store_pack<Out, kE, kAccess>(out, c, n, pack_floats<Out, kE>(y));
   };
-  if (stores_kept) {
-#pragma unroll Tile::kUnroll
-    for (int i = 0; i < Tile::kChunks; ++i) {
-      const int c = Tile::column(at.slot, i);
-      if (!chunk_in_row<kAccess>(c, n)) continue;
-#pragma unroll
-      for (int e = 0; e < kE; ++e) kept[i][e] *= inv_scale;
-      store(i, c, kept[i]);
-    }
-  } else {
-    for_each_affine(mean, rstd, inv_scale, store);
-  }
+  for_each_affine(mean, rstd, inv_scale, store);
 }
 
 // One row group per CTA (or cluster), the row held in registers or, for long rows, staged in
