@@ -200,8 +200,8 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     // Quantizing rows in registers: norm_quantize_kernel (y computed once, in place), except
     // RMSNorm without bias, whose max |y| rides in its one all-reduce (NormForms::RmsNormUnbiased).
     // NOTE: measured on the H200 (session 21, bf16, 2^27 elements): norm_quantize_kernel ran
-    // LayerNorm → e4m3 at 3.28–3.52 TB/s at 1024–4096 columns against 2.91–3.09, 2.95 against
-    // 2.94 at 8192, 2.60 against 1.99 at 12288; RMSNorm → e4m3 without bias 3.50 against 4.03 at
+    // LayerNorm → e4m3 at 3.30–3.53 TB/s at 1024–4096 columns against 2.92–3.09, 2.97 against
+    // 2.93 at 8192, 2.62 against 1.99 at 12288; RMSNorm → e4m3 without bias 3.50 against 4.03 at
     // 4096 (two all-reduces against one). Rows staged in shared memory ran 1.6–1.99 TB/s in its
     // registers at 16384–65536 columns (CTAs of up to 256 threads in clusters, or 512) against
     // 1.90–2.21 staged, and LayerNorm → e4m3 1.17–1.77 on the persistent staged kernel.

@@ -5,9 +5,9 @@
 // The row is unpacked to f32 once; its statistics are summed from those values and y replaces them
 // in place, so a thread's row takes one copy of registers (norm_forward_row's quantizing forms keep
 // the packed row and y beside it, or compute y twice).
-// NOTE: measured on the H200 (session 21, LayerNorm → e4m3 bf16, 2^27 elements): 2.91–3.09 →
-// 3.28–3.52 TB/s at 1024–4096 columns, 1.99 → 2.60 at 12288; f16 at 4096 2.56 → 3.34. ncu at
-// 32768×4096: 724 → 632 instructions per warp and row of 1024 elements (the row's fixed costs:
+// NOTE: measured on the H200 (session 21, LayerNorm → e4m3 bf16, 2^27 elements): 2.92–3.09 →
+// 3.30–3.53 TB/s at 1024–4096 columns, 1.99 → 2.62 at 12288; f16 at 4096 2.56 → 3.36. ncu at
+// 32768×4096: 724 → 626 instructions per warp and row of 1024 elements (the row's fixed costs:
 // run-time dispatch of the kind, terms and residual, the residual's branches, the kept y).
 #include <cstdint>
 
