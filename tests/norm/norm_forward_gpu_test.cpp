@@ -134,13 +134,17 @@ TEST_P(NormForwardGpu, StagedRowsLoopOverManyRows) {
 // LayerNorm's one-pass sums Σh and Σh² lose bits when mean² ≫ variance: a near-constant row far
 // off zero (its first element differing) must take the second, centred reduction, and a row whose
 // first element lies 1000× the spread of the rest out (mean² ≪ variance: one pass) must not lose
-// the rest; both must match the reference.
+// the rest; both must match the reference, also quantized to e4m3 (scale per row, amax recorded).
+// The two kinds alternate, so rows that share a warp (16-bit rows of 200 columns: 8 lanes each;
+// 99: 16) or a CTA (2000: two rows of 64 threads; f32 1000) branch apart around the second
+// reduction (compute-sanitizer's synccheck sees a shared barrier or shuffle reached by part).
 TEST_P(NormForwardGpu, RowsFarOffZeroOrWithAnOutlier) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
-  for (const Shape& s : {Shape{6, 4096, 4096}, Shape{3, 3001, 3001}, Shape{2, 65536, 65536}}) {
+  for (const Shape& s : {Shape{16, 200, 200}, Shape{10, 99, 99}, Shape{8, 1000, 1000}, Shape{8, 2000, 2000},
+                         Shape{6, 4096, 4096}, Shape{3, 3001, 3001}, Shape{2, 65536, 65536}}) {
     SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n);
     Padded x(dt, s), y(dt, s);
     DeviceTensor mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
@@ -170,6 +174,30 @@ TEST_P(NormForwardGpu, RowsFarOffZeroOrWithAnOutlier) {
     norm_forward(a);
     const auto want = reference::norm_forward(kind, to_matrix(x.view), {}, {}, kEps);
     EXPECT_LE(rel_l2(download(y.view), want.y.data), bench::tolerance(dt));
+    expect_stats(mean, rstd, want, kind);
+
+    if (!supported<device::QuantizingRows>(dt, s)) continue;
+    Padded q(DType::E4M3, s);
+    DeviceTensor row_scale(DType::F32, {s.rows}), amax(DType::F32, {1});
+    poison(q.view);
+    poison(row_scale);
+    poison(mean);
+    poison(rstd);
+    upload(std::vector<double>{0.0}, amax);
+    NormQuantizeArgs qa;
+    qa.norm = a;
+    qa.norm.y = q.view;
+    qa.scale_mode = Fp8ScaleMode::PerRow;
+    qa.scale = row_scale;
+    qa.amax = amax;
+    norm_quantize_forward(qa);
+    const auto hq = download(q.view), hs = download(row_scale);
+    std::vector<double> dequant(hq.size());
+    for (std::size_t e = 0; e < hq.size(); ++e) dequant[e] = hq[e] * hs[e / static_cast<std::size_t>(s.n)];
+    EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3)) << "e4m3";
+    double want_amax = 0;
+    for (double v : want.y.data) want_amax = std::max(want_amax, std::abs(v));
+    EXPECT_NEAR(download(amax)[0], want_amax, 1e-2 * want_amax);
     expect_stats(mean, rstd, want, kind);
   }
 }
@@ -375,6 +403,14 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
       for (std::size_t e = 0; e < hq2.size(); ++e) dequant[e] = hq2[e] * scale[0];
       EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3));
       EXPECT_NEAR(download(amax)[0], want_amax, 1e-2 * want_amax);
+
+      // Per tensor without amax (no row's max |y| is needed).
+      poison(q.view);
+      a.amax = {};
+      norm_quantize_forward(a);
+      const auto hq3 = download(q.view);
+      for (std::size_t e = 0; e < hq3.size(); ++e) dequant[e] = hq3[e] * scale[0];
+      EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3)) << "per tensor, no amax";
     }
   }
 }

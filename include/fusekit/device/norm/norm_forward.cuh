@@ -260,6 +260,42 @@ __device__ inline V norm_allreduce(V v, Op op, const RowLayout& layout, int pari
   return parity == 0 ? row_allreduce<kSlot>(v, op, layout) : row_allreduce<kSlot + kSites>(v, op, layout);
 }
 
+// A LayerNorm row's mean and variance mean((h − mean)²) from this thread's Σh and Σh² (`sums`):
+// one all-reduce, mean = Σh/n and variance = Σh²/n − mean². The subtraction loses bits only when
+// mean² ≫ variance, so a row far off zero takes a second all-reduce of Σ(h − mean) and
+// Σ(h − mean)² (`centred(mean)`, this thread's), the mean's rounding error and the variance around
+// the mean. `allreduce(slot, v)` reduces v over the row at call site slot (0, then 1).
+// NOTE: rows that share a warp shuffle together and rows that share a CTA wait at one barrier
+// (row_allreduce), so the warp (or CTA) takes the second all-reduce where any of its rows needs
+// it, and each row keeps the result only where it does (its statistics never depend on its
+// neighbours'). Taken by part of them, the shuffles and the barrier were undefined behaviour.
+// Two reductions for every row (mean, then centred) ran at 3.08 TB/s at 32768×4096 bf16; centring
+// the first one on the row's first element (a load every row waits on, and a subtraction per
+// element) ran LayerNorm → e4m3 at 2.36 TB/s against 2.63 and long rows 3–4 % slower (session 12).
+struct Moments {
+  float mean, variance;
+};
+template <class Centred, class AllReduce>
+__device__ __forceinline__ Moments layer_norm_moments(SumPair sums, Centred&& centred, AllReduce&& allreduce,
+                                                      float inv_n, const RowLayout& layout) {
+  sums = allreduce(std::integral_constant<int, 0>{}, sums);
+  float mean = sums.first * inv_n;
+  float variance = sums.second * inv_n - mean * mean;
+  const bool far = mean * mean > kTrustedShift * variance;
+  bool any_far = far;
+  if (layout.threads < kWarpThreads) any_far = __any_sync(kFullWarpMask, far);
+  else if (layout.rows_per_cta > 1 && layout.threads > kWarpThreads) any_far = __syncthreads_or(far);
+  if (any_far) {
+    const SumPair dev = allreduce(std::integral_constant<int, 1>{}, centred(mean));
+    if (far) {
+      const float shift = dev.first * inv_n;
+      mean += shift;
+      variance = dev.second * inv_n - shift * shift;
+    }
+  }
+  return {mean, fmaxf(variance, 0.0f)};
+}
+
 // One row (or this CTA's slice of it) of a thread group: h holds x, landed.
 template <class T, class Out, class Config, Access kAccess, NormForms kForms, class Tile, class Affine>
 __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPosition& at, Tile& h,
@@ -411,12 +447,6 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   float mean = 0.0f;
   float variance = 0.0f;  // LayerNorm: mean((h − mean)²); RMSNorm: mean(h²)
   if (kind == NormKind::LayerNorm) {
-    // NOTE: one reduction of Σh and Σh²: mean = Σh/n, var = Σh²/n − mean². The subtraction loses
-    // bits only when mean² ≫ var, so rows far off zero take a second reduction centred on that
-    // mean (a branch every thread of the row takes alike). Two reductions for every row (mean,
-    // then centred) ran at 3.08 TB/s at 32768×4096 bf16; centring the first one on the row's
-    // first element (a load every row waits on, and a subtraction per element) ran LayerNorm →
-    // e4m3 at 2.36 TB/s against 2.63 and long rows 3–4 % slower (session 12, run 5).
     const auto centred = [&](float centre, int columns) {
       SumPair dev{0.0f, 0.0f};
       h.template for_each<kAccess>(at.slot, columns, [&](float v, int) {
@@ -425,20 +455,15 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       });
       return dev;
     };
-    SumPair first = centred(0.0f, unsummed_n);  // Σh, Σh²
-    first.first += added_sums.first;
-    first.second += added_sums.second;
-    const SumPair sums = norm_allreduce<0>(first, SumPairOp{}, p.layout, parity);
-    mean = sums.first * inv_n;
-    variance = sums.second * inv_n - mean * mean;
-    if (mean * mean > kTrustedShift * variance) {
-      // Σ(h − mean) and Σ(h − mean)²: the mean's rounding error and the variance around the mean.
-      const SumPair dev = norm_allreduce<1>(centred(mean, n), SumPairOp{}, p.layout, parity);
-      const float shift = dev.first * inv_n;
-      mean += shift;
-      variance = dev.second * inv_n - shift * shift;
-    }
-    variance = fmaxf(variance, 0.0f);
+    SumPair sums = centred(0.0f, unsummed_n);  // Σh, Σh²
+    sums.first += added_sums.first;
+    sums.second += added_sums.second;
+    const Moments moments = layer_norm_moments(
+        sums, [&](float centre) { return centred(centre, n); },
+        [&](auto slot, SumPair v) { return norm_allreduce<decltype(slot)::value>(v, SumPairOp{}, p.layout, parity); },
+        inv_n, p.layout);
+    mean = moments.mean;
+    variance = moments.variance;
   } else if (folds_amax) {
     SumMax stats{0.0f, 0.0f};  // Σ h², max |h·w|, in one pass over the chunks
     for_each_affine(0.0f, 1.0f, 1.0f, [&](int i, int c, const float (&hw)[kE]) {

@@ -50,8 +50,7 @@ __global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const No
     for (int e = 0; e < kE; ++e) asm volatile("" : "+f"(v[i][e]));
   }
 
-  // The statistics: LayerNorm Σh and Σh² in one all-reduce (again around the mean for rows far
-  // off zero, as norm_forward_row), RMSNorm Σh².
+  // The statistics: LayerNorm's moments (layer_norm_moments), RMSNorm Σh².
   const float inv_n = p.inv_n;
   float mean = 0.0f, variance = 0.0f;
   if (p.kind == NormKind::LayerNorm) {
@@ -68,16 +67,12 @@ __global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const No
       }
       return dev;
     };
-    const SumPair sums = row_allreduce<0>(centred(0.0f), SumPairOp{}, p.layout);
-    mean = sums.first * inv_n;
-    variance = sums.second * inv_n - mean * mean;
-    if (mean * mean > kTrustedShift * variance) {
-      const SumPair dev = row_allreduce<1>(centred(mean), SumPairOp{}, p.layout);
-      const float shift = dev.first * inv_n;
-      mean += shift;
-      variance = dev.second * inv_n - shift * shift;
-    }
-    variance = fmaxf(variance, 0.0f);
+    const Moments moments = layer_norm_moments(
+        centred(0.0f), centred,
+        [&](auto slot, SumPair v) { return row_allreduce<decltype(slot)::value>(v, SumPairOp{}, p.layout); }, inv_n,
+        p.layout);
+    mean = moments.mean;
+    variance = moments.variance;
   } else {
     float squares = 0.0f;
 #pragma unroll

@@ -109,7 +109,9 @@ __device__ __forceinline__ V combine_partials(const V* parts, Op op) {
 // Lanes: xor butterflies within aligned groups of `threads` lanes, so the rows that share a warp
 // reduce apart. Warps: each warp's partial through shared memory, combined by every thread of
 // the row. Each call site in a kernel takes its own kSlot, so its shared scratch is its own and
-// no trailing barrier is needed before the next reduction.
+// no trailing barrier is needed before the next reduction. Rows that share a warp (fewer than 32
+// threads) shuffle together, and rows that share a CTA (64 threads) wait at one barrier, so all
+// of them must call it together, under the same branches (layer_norm_moments makes its branch so).
 // NOTE: every lane ends with the same bits: a butterfly step combines the same two values in
 // every lane, only commuted, and the ops commute exactly.
 template <int kSlot, class V, class Op>
