@@ -50,6 +50,7 @@ struct NormLaunchBounds {
 };
 
 inline constexpr float kE4m3Max = 448.0f;
+inline constexpr float kFastDivisorMax = 0x1p126f;  // __fdividef's divisors
 // A LayerNorm mean² up to this many times the variance costs at most 4 of the variance's 24 bits
 // in Σh²/n − mean²; beyond, the row is reduced again around its mean.
 inline constexpr float kTrustedShift = 16.0f;
@@ -248,7 +249,11 @@ __device__ inline float quantize_factor(const NormForwardParams& p, float amax, 
   if (leader && p.amax) atomic_max_nonnegative(p.amax, amax);
   if (p.quant == QuantScale::PerTensor) return 1.0f / *p.tensor_scale;
   if (leader) p.row_scale[row] = amax > 0.0f ? amax / kE4m3Max : 1.0f;
-  return amax > 0.0f ? kE4m3Max / amax : 1.0f;
+  // NOTE: an approximate quotient (within 2 ulp; the conversion saturates at 448 all the same):
+  // the exact division's fix-ups cost every thread of every row ~10 instructions. __fdividef
+  // returns 0 for divisors beyond 2^126, which take the exact one. With AmaxOp's redux: LayerNorm
+  // → e4m3 +1.6 % at 32768×4096 bf16, +2.9 % at 12288, 2.1 % fewer instructions (session 22).
+  return amax > 0.0f ? (amax < kFastDivisorMax ? __fdividef(kE4m3Max, amax) : kE4m3Max / amax) : 1.0f;
 }
 
 // The all-reduce of call site kSlot for the row of loop iteration `parity` (0 or 1): a CTA that
@@ -501,7 +506,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
           for (int e = 0; e < kE; ++e)
             if (element_in_row<kAccess>(c, e, n)) amax = fmaxf(amax, fabsf(y[e]));
         });
-        amax = norm_allreduce<3>(amax, MaxOp{}, p.layout, parity);
+        amax = norm_allreduce<3>(amax, AmaxOp{}, p.layout, parity);
       }
     }
     inv_scale = quantize_factor(p, amax, live && at.leader(), row);

@@ -130,7 +130,7 @@ __global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const No
     else affine(AffineTerms<false, false, true>{});
   }
 
-  if (p.quant == QuantScale::PerRow || p.amax != nullptr) amax = row_allreduce<3>(amax, MaxOp{}, p.layout);
+  if (p.quant == QuantScale::PerRow || p.amax != nullptr) amax = row_allreduce<3>(amax, AmaxOp{}, p.layout);
   const float inv_scale = quantize_factor(p, amax, live && at.leader(), row);
 
   auto* out = p.y.row<__nv_fp8_e4m3>(row, p.rows_per_batch);
