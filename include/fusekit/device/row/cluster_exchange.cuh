@@ -105,8 +105,7 @@ struct ClusterExchange {
   // The CTA's sums of group g (warp butterflies, then warp 0 over the warps' partials, in a fixed
   // order), pushed by lane r of warp 0 into slot g % kExchangeSlots of CTA r for this CTA's rank.
   __device__ void push(int g, Sums part, const RowLayout& layout, int rank) {
-    const auto thread = static_cast<int>(threadIdx.x);
-    const int warp = thread / kWarpThreads, lane = thread % kWarpThreads;
+    const auto warp = static_cast<int>(threadIdx.x / kWarpThreads), lane = static_cast<int>(threadIdx.x % kWarpThreads);
 #pragma unroll
     for (int mask = kWarpThreads / 2; mask > 0; mask /= 2) part = Op{}(part, shuffle_xor(part, mask));
     Sums* partials = warp_sums[g % 2];

@@ -135,11 +135,13 @@ __device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
   }
   if (layout.threads > kWarpThreads) {
     __shared__ V partial[kMaxRowThreads / kWarpThreads];
-    const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
-    const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+    // NOTE: unsigned, so the divisions by the warp size are shifts and masks (as signed ints
+    // they took a sign fix-up each: ~10 instructions per reduction, session 22).
+    const auto warp = static_cast<int>(threadIdx.x / kWarpThreads);
+    const auto lane = static_cast<int>(threadIdx.x % kWarpThreads);
     if (lane == 0) partial[warp] = v;
     __syncthreads();
-    const int warps = layout.threads / kWarpThreads;
+    const auto warps = static_cast<int>(static_cast<unsigned>(layout.threads) / kWarpThreads);
     // The row's warps are consecutive: from warp 0 with one row per CTA (rows of 128 threads or
     // more), else from a multiple of `warps`, a power of two (RowLayout::row_shift): a mask, not
     // the software division of a modulo (~25 instructions in every row's reduction, session 18).
