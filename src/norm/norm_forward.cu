@@ -82,7 +82,8 @@ device::RereadPacking reread_packing(const NormForwardJob& job) {
 
 // Where a norm's rows live: in registers while one CTA holds them (without a residual, up to
 // kRegisterNormMaxChunks), else read twice (the second time from L2), else staged in shared
-// memory; quantizing norms stage from kSharedNormMinChunks.
+// memory; quantizing norms keep rows in registers below kSharedNormMinChunks and read longer ones
+// again from L2 (twice, LayerNorm three times: statistics, max |y|, output), else stage them.
 // NOTE: measured on the H200 (docs/performance.md): registers against staged at 16384 16-bit
 // columns (session 11): LayerNorm 3.70 TB/s against 3.16, add+RMSNorm 3.67 against 3.14, RMSNorm
 // 3.92 against 3.74 (persistent); read twice against the previous choice (session 13, bf16):
@@ -90,13 +91,21 @@ device::RereadPacking reread_packing(const NormForwardJob& job) {
 // 3.57 → 3.73 (persistent staged), add+RMSNorm 3.43 → 3.58 (a 2-CTA cluster in registers),
 // 2.93 → 3.54 and 2.80 → 3.26 at 131072; LayerNorm and RMSNorm at 131072 (16 chunks per thread)
 // ran 6 % and 3 % slower read twice than staged. The quantizing norms lost in registers at
-// every length (1.29 against 2.03 at 16384) and read twice would read y's row three times.
+// every length (1.29 against 2.03 at 16384); read again from L2 against staged (session 22, bf16,
+// 16384 / 24576 / 32768 / 65536 columns): RMSNorm → e4m3 3.14 → 3.35 / 2.71 → 3.44 / 3.06 → 3.14 /
+// 2.63 → 2.68, LayerNorm → e4m3 2.21 → 2.34 / 2.08 → 2.39 / 2.10 → 2.18 / 1.90 → 1.88; at 12288
+// (1536 chunks) they lost to the registers (2.65 → 2.21, 3.18 → 2.91).
 device::Residence residence_of(const NormForwardJob& job, device::Access access, std::int64_t n) {
   const NormForwardArgs& a = job.norm;
   const int element = static_cast<int>(dtype_size(a.x.dtype));
   const device::Residence staged = rows::residence_for(access, n, a.x.dtype, device::kSharedNormMinChunks);
-  if (job.quant != QuantScale::None) return staged;
   const std::int64_t chunks = n / (device::kChunkBytes / element);
+  if (job.quant != QuantScale::None) {
+    if (job.residual == nullptr && access == device::Access::Vector && chunks >= device::kSharedNormMinChunks &&
+        device::plan_reread_rows(n, element, reread_packing(job)).valid())
+      return device::Residence::Reread;
+    return staged;
+  }
   if (job.residual == nullptr && access == device::Access::Vector && chunks > device::kRegisterNormMaxChunks &&
       device::plan_reread_rows(n, element, reread_packing(job)).valid())
     return device::Residence::Reread;
@@ -216,7 +225,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
       return go(device::norm_quantize_kernel<T, Config, device::Access::Vector>);
     }
   }
-  rows::with_placement<std::is_same_v<T, Out>>(access, residence, [&](auto kAccess, auto kResidence) {
+  rows::with_placement<true>(access, residence, [&](auto kAccess, auto kResidence) {
     using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
     p.layout = kResidence() == device::Residence::Reread
                    ? device::plan_reread_rows(shape.n, static_cast<int>(dtype_size(a.x.dtype)), reread_packing(job))

@@ -26,9 +26,10 @@ struct RowShape {
 // per CTA), 96 threads (three warps), full CTAs, clusters of 2, 4 and 8 CTAs (full and not);
 // odd lengths and padded row strides (aligned and not) take the element-by-element kernels,
 // also clustered (40001); rows of whole chunks are staged in shared memory by the forward kernels
-// (softmax from 1024 columns, several rows per CTA below 4096; quantizing norms from 16384), in
-// clusters of up to 16 CTAs (262144 f32), or read twice by the norms in CTAs of 256 (12288 and
-// 20480, padded; 16384), 512 (40000) and 1024 threads (65536); the bf16 norms' whole rows on few
+// (softmax from 1024 columns, several rows per CTA below 4096), in clusters of up to 16 CTAs
+// (262144 f32), or read twice by the norms in CTAs of 256 (12288 and 20480, padded; 16384), 512
+// (40000) and 1024 threads (65536; the quantizing norms from 16384, LayerNorm → e4m3 three
+// times); the bf16 norms' whole rows on few
 // threads of 8 or 16 chunks (1024, 2048 in 24 rows, 4096, 6144, 8192: src/norm/norm_forward.cu).
 inline constexpr RowShape kRowShapes[] = {
     {5, 8, 8},           {67, 128, 128},     {33, 200, 203},     {64, 1024, 1024},  {37, 1000, 1000},

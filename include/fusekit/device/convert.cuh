@@ -31,6 +31,11 @@ template <> struct Float<__nv_bfloat16> {
 // bits.
 // NOTE: the toolkit's fallback before sm_89 goes through double in an out-of-line call, whose
 // saved registers spilled in the quantizing row kernels; this one is inline integer work.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+inline constexpr bool kHardwareE4m3 = true;  // this compilation converts to e4m3 in hardware
+#else
+inline constexpr bool kHardwareE4m3 = false;
+#endif
 inline constexpr unsigned kE4m3MaxFiniteBits = 0x7E;  // 448 = 1.75·2^8
 inline constexpr unsigned kE4m3NanBits = 0x7F;
 __host__ __device__ __forceinline__ __nv_fp8_e4m3 float_to_e4m3(float v) {

@@ -46,7 +46,9 @@ struct NormLaunchBounds {
   static constexpr bool kQuantizing = !std::is_same_v<T, Out>;
   static constexpr int kQuantizingCtas = 2;
   static constexpr int kMaxThreads = Config::kMaxThreads;
-  static constexpr int kMinCtas = kQuantizing ? std::max(Config::kMinCtas, kQuantizingCtas) : Config::kMinCtas;
+  // Only where two of the config's largest CTAs fit an SM (not the reread rows' 1024 threads).
+  static constexpr bool kCapped = kQuantizing && Config::kMaxThreads * kQuantizingCtas <= kMaxRowThreads;
+  static constexpr int kMinCtas = kCapped ? std::max(Config::kMinCtas, kQuantizingCtas) : Config::kMinCtas;
 };
 
 inline constexpr float kE4m3Max = 448.0f;
@@ -222,11 +224,14 @@ template <class T, int kE>
 struct AffineOperands {
   Pack<T, kE> h, w, b;
 };
-// Chunks per batch of a reread row's output pass: 16 data registers per thread, whatever the
-// affine terms load beside the row.
-template <class Terms>
-inline constexpr int kRereadAffineBatch = RereadRowTile<float, RereadRows>::kBatch /
-                                          (Terms::kWeight && Terms::kBias ? 4 : Terms::kWeight || Terms::kBias ? 2 : 1);
+// Chunks per batch of a reread row's passes over y: 16 data registers per thread, whatever the
+// affine terms load beside the row; half that for e4m3 outputs converted in software (sm_80:
+// 16 bytes spilled at 64 registers).
+template <class Terms, class Out>
+inline constexpr int kRereadAffineBatch =
+    RereadRowTile<float, RereadRows>::kBatch /
+    (Terms::kWeight && Terms::kBias ? 4 : Terms::kWeight || Terms::kBias ? 2 : 1) /
+    (std::is_same_v<Out, __nv_fp8_e4m3> && !kHardwareE4m3 ? 2 : 1);
 // A chunk of a reread row and of its residual, loaded together.
 template <class T, int kE>
 struct AddOperands {
@@ -301,6 +306,9 @@ __device__ __forceinline__ Moments layer_norm_moments(SumPair sums, Centred&& ce
   return {mean, fmaxf(variance, 0.0f)};
 }
 
+// Whether a pass over a reread row is its last (the row may leave L2) or not.
+enum class RowRead : std::uint8_t { Again, Last };
+
 // One row (or this CTA's slice of it) of a thread group: h holds x, landed.
 template <class T, class Out, class Config, Access kAccess, NormForms kForms, class Tile, class Affine>
 __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPosition& at, Tile& h,
@@ -319,7 +327,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   // 32768×4096 bf16); each thread stores only the chunks it has read, so in place is safe.
   T* residual_out = residual != nullptr ? p.residual_out.row<T>(row, p.rows_per_batch) : nullptr;
   constexpr bool kRereads = Tile::kResidence == Residence::Reread;
-  static_assert(!kRereads || std::is_same_v<T, Out>, "quantizing norms keep their rows on chip");
+  constexpr std::integral_constant<RowRead, RowRead::Again> kReadAgain{};
   // Σh and Σh² of a reread row's residual add (the sums of the h it stores, rounded to T): the
   // statistics ride in the add pass, so the row is read back once (for the output), not twice.
   SumPair added_sums{0.0f, 0.0f};
@@ -368,20 +376,21 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     }
   }
 
-  // f(i, c, y) for each held chunk i of y = affine(h; centre, scale)·out_scale (columns c … c + kE,
-  // c < n), the launch's affine terms compiled in. Without a bias the output scale is folded into
-  // the row's: (h − centre)·(scale·out_scale)·w, one multiply per element fewer.
-  const auto for_each_affine = [&](float centre, float scale, float out_scale, auto&& f) {
+  // f(i, c, h, y) for each held chunk i of y = affine(h; centre, scale)·out_scale (columns c … c +
+  // kE, c < n; h the chunk's packed values), the launch's affine terms compiled in. Without a bias
+  // the output scale is folded into the row's: (h − centre)·(scale·out_scale)·w, one multiply per
+  // element fewer. `read`: whether a reread row is read again after this pass (kept in L2) or not.
+  const auto for_each_affine = [&](auto read, float centre, float scale, float out_scale, auto&& f) {
     with_affine_terms<kForms>(p, [&](auto terms) {
       using Terms = decltype(terms);
       const float row_scale = Terms::kBias ? scale : scale * out_scale;
       if constexpr (kRereads) {
         // A batch's row chunks, weights and biases are all loaded before its first store.
-        for_chunk_batches<Tile, kRereadAffineBatch<Terms>, BatchTail::Clamped>(
+        for_chunk_batches<Tile, kRereadAffineBatch<Terms, Out>, BatchTail::Clamped>(
             at.slot, n,
             [&](int i, int c) {
               AffineOperands<T, kE> d;
-              d.h = h.get_at(c);
+              d.h = decltype(read)::value == RowRead::Last ? h.get_at(c) : h.get_kept_at(c);
               affine.template chunk<kAccess, Terms::kWeight, Terms::kBias>(i, c, d.w, d.b);
               return d;
             },
@@ -392,7 +401,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
 #pragma unroll
                 for (int e = 0; e < kE; ++e) y[e] *= out_scale;
               }
-              f(i, c, y);
+              f(i, c, d.h, y);
             });
       } else {
         // The quantizing Any form on eight or more chunks per thread (the staged rows' sixteen;
@@ -422,7 +431,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
               for (int e = 0; e < kE; ++e) y[e] *= out_scale;
             }
             if constexpr (kChained) chain = y[kE - 1];
-            f(i, c, y);
+            f(i, c, h.get(i), y);
           }
         };
         // NOTE: the branch is the same for every thread of the row (its statistics).
@@ -471,9 +480,9 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     variance = moments.variance;
   } else if (folds_amax) {
     SumMax stats{0.0f, 0.0f};  // Σ h², max |h·w|, in one pass over the chunks
-    for_each_affine(0.0f, 1.0f, 1.0f, [&](int i, int c, const float (&hw)[kE]) {
+    for_each_affine(kReadAgain, 0.0f, 1.0f, 1.0f, [&](int, int c, const Pack<T, kE>& hp, const float (&hw)[kE]) {
       float hv[kE];
-      unpack_floats<T, kE>(h.get(i), hv);
+      unpack_floats<T, kE>(hp, hv);
 #pragma unroll
       for (int e = 0; e < kE; ++e) {
         if (!element_in_row<kAccess>(c, e, n)) continue;
@@ -501,7 +510,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       if (folds_amax) {
         amax *= rstd;
       } else {
-        for_each_affine(mean, rstd, 1.0f, [&](int, int c, const float (&y)[kE]) {
+        for_each_affine(kReadAgain, mean, rstd, 1.0f, [&](int, int c, const Pack<T, kE>&, const float (&y)[kE]) {
 #pragma unroll
           for (int e = 0; e < kE; ++e)
             if (element_in_row<kAccess>(c, e, n)) amax = fmaxf(amax, fabsf(y[e]));
@@ -513,10 +522,10 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   }
 
   Out* out = p.y.row<Out>(row, p.rows_per_batch);
-  const auto store = [&](int, int c, const float (&y)[kE]) {
+  const auto store = [&](int, int c, const Pack<T, kE>&, const float (&y)[kE]) {
     store_pack<Out, kE, kAccess>(out, c, n, pack_floats<Out, kE>(y));
   };
-  for_each_affine(mean, rstd, inv_scale, store);
+  for_each_affine(std::integral_constant<RowRead, RowRead::Last>{}, mean, rstd, inv_scale, store);
 }
 
 // One row group per CTA (or cluster), the row held in registers or, for long rows, staged in

@@ -129,6 +129,12 @@ struct RereadRowTile {
     chunk.word = load_l2_hinted(row_ + c, drop_);
     return chunk;
   }
+  // The chunk at column c, read again later (kept in L2).
+  __device__ Chunk get_kept_at(int c) const {
+    Chunk chunk;
+    chunk.word = load_l2_hinted(row_ + c, keep_);
+    return chunk;
+  }
   // Chunk i, read for the last time.
   __device__ Chunk get(int i) const { return get_at(column(slot_, i)); }
 
