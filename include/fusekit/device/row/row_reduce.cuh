@@ -150,9 +150,12 @@ __device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
     // trip-count arithmetic and branches were ~20 instructions per reduction, and the quantizing
     // norms are issue-bound (RMSNorm → e4m3 +1.2 %, LayerNorm → e4m3 +1.0 % at 32768×4096 bf16,
     // session 12). A lane butterfly over the partials gained them less (two dependent shuffles).
+    // Six warps (192-thread rows: 6144 16-bit columns at four chunks) take a fixed tree too:
+    // LayerNorm → e4m3 at 6144 bf16 columns +6.8 % (session 22); twelve spilled norm_quantize_kernel.
     switch (warps) {
       case 2: v = combine_partials<2>(partial + first, op); break;
       case 4: v = combine_partials<4>(partial + first, op); break;
+      case 6: v = combine_partials<6>(partial + first, op); break;
       case 8: v = combine_partials<8>(partial + first, op); break;
       default: {
         // NOTE: more warps (the long rows' CTAs of 512 and 1024 threads): lane l takes warp l's
