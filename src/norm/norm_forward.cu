@@ -124,7 +124,8 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
 // NOTE: measured on the H200 (session 18, bf16, 2^27 elements, GB/s): RMSNorm at 1024 / 2048 /
 // 4096 columns 3969 → 4016 / 3940 → 4013 at 8 chunks, 3954 → 4025 at 16 (3954 at 8; at 8192,
 // 3972 against 3951 at 16: the op's config); RMSNorm → e4m3 at 4096 / 8192 3873 → 3963 / 3801 →
-// 4012 at 8 (3881 / 3818 at 16). (The other quantizing norms run norm_quantize_kernel.)
+// 4012 at 8 (3881 / 3818 at 16); on sm_90 the quantizing norms run norm_quantize_persistent_kernel
+// there (persistent_quantize), elsewhere norm_quantize_kernel or these.
 enum class ThreadChunks : std::uint8_t { OpConfig, Eight, Sixteen };
 struct ColumnRange {
   std::int64_t first, last;
@@ -144,6 +145,24 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
   }
   const bool rms_unbiased = a.kind == NormKind::RmsNorm && a.bias.data == nullptr;
   return rms_unbiased && kRmsNormFp8Eight.holds(n) ? ThreadChunks::Eight : ThreadChunks::OpConfig;
+}
+
+// Whether quantizing rows in registers (QuantizingRows `layout`) run
+// norm_quantize_persistent_kernel: on sm_90 (bulk copies), for rows of whole warps in one CTA
+// whose weight and bias (as floats) and two row buffers fit a CTA's shared memory.
+// NOTE: measured on the H200 (session 23, 2^27 elements, GB/s) against the kernels they ran on
+// before: LayerNorm → e4m3 bf16 3566 → 3987, 3289 → 3843, 3306 → 3751, 3068 → 3387, 3006 → 3412,
+// 2695 → 2928 at 1024 / 2048 / 4096 / 6144 / 8192 / 12288 columns (norm_quantize_kernel), f16
+// 3412 → 3747 and f32 3656 → 4038 at 4096; RMSNorm → e4m3 bf16 without bias (NormForms::
+// RmsNormUnbiased, its max |y| in its one all-reduce) 3800 → 3912, 3710 → 3977, 3971 → 4014, 3974 →
+// 4057, 3168 → 3595 at 1024 / 2048 / 4096 / 8192 / 12288.
+template <class T>
+bool persistent_quantize(const NormForwardJob& job, const device::RowLayout& layout, std::int64_t n) {
+  const NormForwardArgs& a = job.norm;
+  return current_device_info().cc_major >= rows::kClusterMinMajor && layout.threads >= device::kWarpThreads &&
+         layout.cluster == 1 &&
+         device::PersistentQuantizeSmem<T>(static_cast<int>(n), a.weight.data, a.bias.data, 1).bytes() <=
+             kStagedSharedBytes;
 }
 
 template <class T, class Out>
@@ -206,7 +225,8 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   }
   const bool rms_unbiased = a.kind == NormKind::RmsNorm && a.bias.data == nullptr;
   if constexpr (!std::is_same_v<T, Out>) {
-    // Quantizing rows in registers: norm_quantize_kernel (y computed once, in place), except
+    // Quantizing rows in registers: norm_quantize_persistent_kernel where it runs
+    // (persistent_quantize: sm_90), else norm_quantize_kernel (y computed once, in place), except
     // RMSNorm without bias, whose max |y| rides in its one all-reduce (NormForms::RmsNormUnbiased).
     // NOTE: measured on the H200 (session 21, bf16, 2^27 elements): norm_quantize_kernel ran
     // LayerNorm → e4m3 at 3.30–3.53 TB/s at 1024–4096 columns against 2.92–3.09, 2.97 against
@@ -214,15 +234,32 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     // 4096 (two all-reduces against one). Rows staged in shared memory ran 1.6–1.99 TB/s in its
     // registers at 16384–65536 columns (CTAs of up to 256 threads in clusters, or 512) against
     // 1.90–2.21 staged, and LayerNorm → e4m3 1.17–1.77 on the persistent staged kernel.
-    if (access == device::Access::Vector && residence == device::Residence::Registers && !rms_unbiased) {
+    if (access == device::Access::Vector && residence == device::Residence::Registers) {
       using Config = device::QuantizingRows;
       p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
-      const auto go = [&](auto kernel) {
-        rows::launch(kernel, p.layout, shape.rows, p, stream, "norm_quantize_kernel");
-      };
-      if (rows::whole_rows(p.layout, shape.n, shape.rows))
-        return go(device::norm_quantize_kernel<T, Config, device::Access::Whole>);
-      return go(device::norm_quantize_kernel<T, Config, device::Access::Vector>);
+      const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
+      if (persistent_quantize<T>(job, p.layout, shape.n)) {
+        p.layout.rows_per_cta = 1;  // a row per group
+        // Rows of one warp use no barrier; longer rows a hardware barrier per group.
+        const int max_groups = p.layout.threads > device::kWarpThreads
+                                   ? device::kHardwareBarriers - device::kFirstGroupBarrier
+                                   : device::kMaxRowThreads / device::kWarpThreads;
+        const auto go = [&](auto kernel) {
+          rows::launch_row_groups(kernel, p.layout, max_groups, shape.rows, p, stream, "norm_quantize_persistent_kernel",
+                                  [&](int groups) {
+                                    return device::PersistentQuantizeSmem<T>(p.n, p.weight, p.bias, groups).bytes();
+                                  });
+        };
+        if (whole) return go(device::norm_quantize_persistent_kernel<T, Config, device::Access::Whole>);
+        return go(device::norm_quantize_persistent_kernel<T, Config, device::Access::Vector>);
+      }
+      if (!rms_unbiased) {
+        const auto go = [&](auto kernel) {
+          rows::launch(kernel, p.layout, shape.rows, p, stream, "norm_quantize_kernel");
+        };
+        if (whole) return go(device::norm_quantize_kernel<T, Config, device::Access::Whole>);
+        return go(device::norm_quantize_kernel<T, Config, device::Access::Vector>);
+      }
     }
   }
   rows::with_placement<true>(access, residence, [&](auto kAccess, auto kResidence) {

@@ -278,4 +278,39 @@ void launch_persistent(void (*kernel)(Params), const device::RowLayout& layout, 
   check_launch(name);
 }
 
+// Launches a persistent kernel of CTAs that hold several rows of `row` (whole warps each, one row
+// per group: row.rows_per_cta is 1) with `shared_bytes(groups)` per CTA of `groups` rows: the CTA
+// size of at most `max_groups` rows that leaves the most threads resident per SM (the larger CTA
+// where two tie), as many CTAs as are resident at once, at most one per `groups` rows.
+template <class Params, class SharedBytes>
+void launch_row_groups(void (*kernel)(Params), const device::RowLayout& row, int max_groups, std::int64_t rows,
+                       const Params& params, cudaStream_t stream, std::string_view name, SharedBytes&& shared_bytes) {
+  require(row.rows_per_cta == 1 && row.threads % device::kWarpThreads == 0, join(name, " row"),
+          "whole warps, one row per group", row.threads);
+  int best_groups = 0, best_per_sm = 0, best_threads = 0;
+  for (int groups = 1; groups <= max_groups && groups * row.threads <= device::kMaxRowThreads; ++groups) {
+    device::RowLayout cta = row;
+    cta.rows_per_cta = groups;
+    const std::size_t bytes = shared_bytes(groups);
+    RowLaunch<Params> l(kernel, cta, bytes, nullptr, name);
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cta.block_threads(), bytes),
+               join(name, " occupancy"));
+    if (per_sm * cta.block_threads() >= best_threads && per_sm > 0) {
+      best_groups = groups;
+      best_per_sm = per_sm;
+      best_threads = per_sm * cta.block_threads();
+    }
+  }
+  require(best_threads > 0, join(name, " resident CTAs"), ">= 1 with its shared memory", 0);
+  device::RowLayout cta = row;
+  cta.rows_per_cta = best_groups;
+  const std::int64_t ctas = std::min<std::int64_t>((rows + best_groups - 1) / best_groups,
+                                                   std::int64_t{best_per_sm} * current_device_info().sm_count);
+  RowLaunch<Params> l(kernel, cta, shared_bytes(best_groups), stream, name);
+  l.config.gridDim = dim3(static_cast<unsigned>(ctas));
+  check_cuda(cudaLaunchKernelEx(&l.config, kernel, params), std::string(name));
+  check_launch(name);
+}
+
 }  // namespace fusekit::rows

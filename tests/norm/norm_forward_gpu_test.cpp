@@ -330,12 +330,95 @@ TEST_P(NormForwardGpu, ResidualRowsFarOffZero) {
   }
 }
 
+// The relative L2 error of each row of `got` (rows × n, row-major) against `want`, the largest.
+double worst_row_rel_l2(const std::vector<double>& got, const std::vector<double>& want, std::int64_t rows,
+                        std::int64_t n) {
+  double worst = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto first = static_cast<std::ptrdiff_t>(r * n), last = static_cast<std::ptrdiff_t>((r + 1) * n);
+    const std::vector<double> g(got.begin() + first, got.begin() + last), w(want.begin() + first, want.begin() + last);
+    worst = std::max(worst, rel_l2(g, w));
+  }
+  return worst;
+}
+
+// One quantizing norm of x in [lo, hi] on shape s, against the double reference: per row (each
+// row's error, its fp8 range, its statistics), per tensor with amax, per tensor without amax.
+void check_quantize(NormKind kind, DType dt, const Shape& s, std::uint64_t seed, bool with_weight, bool with_bias,
+                    float lo, float hi) {
+  constexpr double kE4m3Max = 448.0;
+  SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (with_weight ? " with weight" : "")
+                                    << (with_bias ? " with bias" : "") << " x in [" << lo << ", " << hi << "]");
+  Padded x(dt, s), q(DType::E4M3, s);
+  DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), row_scale(DType::F32, {s.rows}), tensor_scale(DType::F32, {1}),
+      amax(DType::F32, {1}), mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
+  fill_uniform(x.view, seed, lo, hi);
+  fill_uniform(weight, seed + 1, -2.0f, 2.0f);
+  fill_uniform(bias, seed + 2, -1.0f, 1.0f);
+  const auto w = with_weight ? download(weight) : std::vector<double>{};
+  const auto b = with_bias ? download(bias) : std::vector<double>{};
+  const auto want = reference::norm_forward(kind, to_matrix(x.view), w, b, kEps);
+  double want_amax = 0;
+  for (double v : want.y.data) want_amax = std::max(want_amax, std::abs(v));
+
+  // Per row: q·scale[row] ≈ y and every row uses the fp8 range.
+  poison(q.view);
+  poison(row_scale);
+  poison(mean);
+  poison(rstd);
+  NormQuantizeArgs a;
+  a.norm.kind = kind;
+  a.norm.x = x.view;
+  if (with_weight) a.norm.weight = weight;
+  if (with_bias) a.norm.bias = bias;
+  if (kind == NormKind::LayerNorm) a.norm.mean = mean;
+  a.norm.rstd = rstd;
+  a.norm.y = q.view;
+  a.scale_mode = Fp8ScaleMode::PerRow;
+  a.scale = row_scale;
+  norm_quantize_forward(a);
+  const auto hq = download(q.view), hs = download(row_scale);
+  std::vector<double> dequant(hq.size());
+  for (std::int64_t r = 0; r < s.rows; ++r) {
+    double row_max = 0;
+    for (std::int64_t j = 0; j < s.n; ++j) {
+      const auto e = static_cast<std::size_t>(r * s.n + j);
+      dequant[e] = hq[e] * hs[static_cast<std::size_t>(r)];
+      row_max = std::max(row_max, std::abs(hq[e]));
+    }
+    EXPECT_LE(row_max, kE4m3Max) << "row " << r;
+  }
+  EXPECT_LE(worst_row_rel_l2(dequant, want.y.data, s.rows, s.n), bench::tolerance(DType::E4M3));
+  expect_stats(mean, rstd, want, kind);
+
+  // Per tensor, with amax recorded.
+  const std::vector<double> scale{want_amax / kE4m3Max};
+  upload(scale, tensor_scale);
+  upload(std::vector<double>{0.0}, amax);
+  poison(q.view);
+  a.scale_mode = Fp8ScaleMode::PerTensor;
+  a.scale = tensor_scale;
+  a.amax = amax;
+  norm_quantize_forward(a);
+  const auto hq2 = download(q.view);
+  for (std::size_t e = 0; e < hq2.size(); ++e) dequant[e] = hq2[e] * scale[0];
+  EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3));
+  EXPECT_NEAR(download(amax)[0], want_amax, 1e-2 * want_amax);
+
+  // Per tensor without amax (no row's max |y| is needed).
+  poison(q.view);
+  a.amax = {};
+  norm_quantize_forward(a);
+  const auto hq3 = download(q.view);
+  for (std::size_t e = 0; e < hq3.size(); ++e) dequant[e] = hq3[e] * scale[0];
+  EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3)) << "per tensor, no amax";
+}
+
 TEST_P(NormForwardGpu, QuantizesToFp8) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
-  constexpr double kE4m3Max = 448.0;
   for (const Shape& s : kShapes) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
     // NOTE: without bias, RMSNorm folds max |y| into the sum of squares' reduction, in a kernel
@@ -345,73 +428,24 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
     for (const auto& [with_weight, with_bias, lo, hi] :
          {std::tuple{true, true, -3.0f, 3.0f}, std::tuple{true, false, -3.0f, 3.0f},
           std::tuple{true, true, 100.0f, 104.0f}, std::tuple{true, false, 100.0f, 104.0f},
-          std::tuple{false, false, -3.0f, 3.0f}, std::tuple{false, true, 100.0f, 104.0f}}) {
-      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (with_weight ? " with weight" : "")
-                                        << (with_bias ? " with bias" : "") << " x in [" << lo << ", " << hi << "]");
-      Padded x(dt, s), q(DType::E4M3, s);
-      DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), row_scale(DType::F32, {s.rows}), tensor_scale(DType::F32, {1}),
-          amax(DType::F32, {1}), mean(DType::F32, {s.rows}), rstd(DType::F32, {s.rows});
-      fill_uniform(x.view, seed, lo, hi);
-      fill_uniform(weight, seed + 1, -2.0f, 2.0f);
-      fill_uniform(bias, seed + 2, -1.0f, 1.0f);
-      const auto w = with_weight ? download(weight) : std::vector<double>{};
-      const auto b = with_bias ? download(bias) : std::vector<double>{};
-      const auto want = reference::norm_forward(kind, to_matrix(x.view), w, b, kEps);
-      double want_amax = 0;
-      for (double v : want.y.data) want_amax = std::max(want_amax, std::abs(v));
+          std::tuple{false, false, -3.0f, 3.0f}, std::tuple{false, true, 100.0f, 104.0f}})
+      check_quantize(kind, dt, s, seed, with_weight, with_bias, lo, hi);
+  }
+}
 
-      // Per row: q·scale[row] ≈ y and every row uses the fp8 range.
-      poison(q.view);
-      poison(row_scale);
-      poison(mean);
-      poison(rstd);
-      NormQuantizeArgs a;
-      a.norm.kind = kind;
-      a.norm.x = x.view;
-      if (with_weight) a.norm.weight = weight;
-      if (with_bias) a.norm.bias = bias;
-      if (kind == NormKind::LayerNorm) a.norm.mean = mean;
-      a.norm.rstd = rstd;
-      a.norm.y = q.view;
-      a.scale_mode = Fp8ScaleMode::PerRow;
-      a.scale = row_scale;
-      norm_quantize_forward(a);
-      const auto hq = download(q.view), hs = download(row_scale);
-      std::vector<double> dequant(hq.size());
-      for (std::int64_t r = 0; r < s.rows; ++r) {
-        double row_max = 0;
-        for (std::int64_t j = 0; j < s.n; ++j) {
-          const auto e = static_cast<std::size_t>(r * s.n + j);
-          dequant[e] = hq[e] * hs[static_cast<std::size_t>(r)];
-          row_max = std::max(row_max, std::abs(hq[e]));
-        }
-        EXPECT_LE(row_max, kE4m3Max) << "row " << r;
-      }
-      EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3));
-      expect_stats(mean, rstd, want, kind);
-
-      // Per tensor, with amax recorded.
-      const std::vector<double> scale{want_amax / kE4m3Max};
-      upload(scale, tensor_scale);
-      upload(std::vector<double>{0.0}, amax);
-      poison(q.view);
-      a.scale_mode = Fp8ScaleMode::PerTensor;
-      a.scale = tensor_scale;
-      a.amax = amax;
-      norm_quantize_forward(a);
-      const auto hq2 = download(q.view);
-      for (std::size_t e = 0; e < hq2.size(); ++e) dequant[e] = hq2[e] * scale[0];
-      EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3));
-      EXPECT_NEAR(download(amax)[0], want_amax, 1e-2 * want_amax);
-
-      // Per tensor without amax (no row's max |y| is needed).
-      poison(q.view);
-      a.amax = {};
-      norm_quantize_forward(a);
-      const auto hq3 = download(q.view);
-      for (std::size_t e = 0; e < hq3.size(); ++e) dequant[e] = hq3[e] * scale[0];
-      EXPECT_LE(rel_l2(dequant, want.y.data), bench::tolerance(DType::E4M3)) << "per tensor, no amax";
-    }
+// More rows than the GPU holds row groups at once: the persistent quantizing kernel's groups take
+// several rows each (its row buffers and their barriers' phases alternate, and its all-reduces'
+// scratch slots), on rows of one warp (1024 16-bit columns), of several, and of whole warps past
+// the row (2056: three warps of four chunks, 3072 columns).
+TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  for (const Shape& s : {Shape{9001, 1024, 1024}, Shape{3001, 4096, 4104}, Shape{2503, 2056, 2056}}) {
+    if (!supported<device::QuantizingRows>(dt, s)) continue;
+    check_quantize(kind, dt, s, seed, true, true, -3.0f, 3.0f);
+    check_quantize(kind, dt, s, seed + 7, false, true, 100.0f, 104.0f);
   }
 }
 

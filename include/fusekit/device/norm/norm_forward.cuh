@@ -180,12 +180,11 @@ inline constexpr float kFoldedShiftMax = 16.0f;
 
 // y of a chunk of the row, y = (h − mean)·rstd·w + b with the terms of `Terms` only, computed in
 // place of h's values; `centre` is the mean (Subtracted) or the shift −mean·rstd (Folded).
-template <class Terms, AffineForm kForm = AffineForm::Subtracted, class T, int kE>
-__device__ __forceinline__ void affine_in_place(float (&y)[kE], const Pack<T, kE>& w, const Pack<T, kE>& b,
-                                                float centre, float rstd) {
-  float wv[kE], bv[kE];
-  if constexpr (Terms::kWeight) unpack_floats<T, kE>(w, wv);
-  if constexpr (Terms::kBias) unpack_floats<T, kE>(b, bv);
+// kE values of the chunk from y, the weight and bias as floats (wv, bv; read only where Terms has
+// them).
+template <class Terms, AffineForm kForm = AffineForm::Subtracted, int kE>
+__device__ __forceinline__ void affine_floats_in_place(float* y, const float (&wv)[kE], const float (&bv)[kE],
+                                                       float centre, float rstd) {
 #pragma unroll
   for (int e = 0; e < kE; ++e) {
     if constexpr (kForm == AffineForm::Folded) {
@@ -201,6 +200,15 @@ __device__ __forceinline__ void affine_in_place(float (&y)[kE], const Pack<T, kE
       else y[e] = centred * scale;
     }
   }
+}
+// The chunk's weight and bias packed in T.
+template <class Terms, AffineForm kForm = AffineForm::Subtracted, class T, int kE>
+__device__ __forceinline__ void affine_in_place(float (&y)[kE], const Pack<T, kE>& w, const Pack<T, kE>& b,
+                                                float centre, float rstd) {
+  float wv[kE], bv[kE];
+  if constexpr (Terms::kWeight) unpack_floats<T, kE>(w, wv);
+  if constexpr (Terms::kBias) unpack_floats<T, kE>(b, bv);
+  affine_floats_in_place<Terms, kForm>(y, wv, bv, centre, rstd);
 }
 // affine_in_place from h's packed values.
 template <class Terms, AffineForm kForm = AffineForm::Subtracted, class T, int kE>

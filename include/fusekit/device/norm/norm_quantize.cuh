@@ -9,7 +9,19 @@
 // 3.30–3.53 TB/s at 1024–4096 columns, 1.99 → 2.62 at 12288; f16 at 4096 2.56 → 3.36. ncu at
 // 32768×4096: 724 → 626 instructions per warp and row of 1024 elements (the row's fixed costs:
 // run-time dispatch of the kind, terms and residual, the residual's branches, the kept y).
+//
+// Two kernels run the row (norm_quantize_row): norm_quantize_kernel, a CTA per row group that
+// loads its row and the weight and bias from global memory, and on sm_90
+// norm_quantize_persistent_kernel, persistent CTAs of several row groups with the weight and bias
+// as floats in shared memory (no conversions per row) and each row brought into shared memory by a
+// bulk copy a row ahead (its latency hidden under the row before).
+// NOTE: measured on the H200 (session 23, LayerNorm → e4m3 bf16 at 32768×4096): the persistent
+// kernel with rows loaded into registers ran 72.5 M instructions against 79.4 M but issued on 66 %
+// of cycles against 72 % (+1.4 %); with the bulk copies 73.4 M at 73 %: 3.31 → 3.75 TB/s.
 #include <cstdint>
+
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cutlass/arch/barrier.h>
 
 #include "fusekit/device/norm/norm_forward.cuh"
 
@@ -24,21 +36,90 @@ inline constexpr int kQuantizeMaxRegisters = 80;
 inline constexpr int kQuantizeMaxRegisters = 72;
 #endif
 
-template <class T, class Config, Access kAccess>
-__global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const NormForwardParams p) {
+// Where norm_quantize_row reads a chunk's weight and bias, as floats.
+// From global memory, packed in T (L1 and L2 hold them: every row reads the same).
+template <class T>
+struct GlobalAffine {
+  static constexpr int kE = kChunkBytes / sizeof(T);
+  const T* weight;
+  const T* bias;
+  int n;
+
+  static constexpr int kParts = 1;  // of a chunk, read apart
+  template <class Terms, Access kAccess>
+  __device__ __forceinline__ void get(int c, int, float (&w)[kE], float (&b)[kE]) const {
+    if constexpr (Terms::kWeight) unpack_floats<T, kE>(load_pack<T, kE, Cache::Keep, kAccess>(weight, c, n), w);
+    if constexpr (Terms::kBias) unpack_floats<T, kE>(load_pack<T, kE, Cache::Keep, kAccess>(bias, c, n), b);
+  }
+};
+
+// From shared memory, converted to floats once per CTA (norm_quantize_persistent_kernel): two
+// 16-byte shared loads per chunk of a 16-bit T replace a global load and eight conversions.
+// Plane k holds floats 4k … 4k + 3 of every chunk, so a warp's 16-byte loads are consecutive.
+template <class T>
+struct SharedAffine {
+  static constexpr int kE = kChunkBytes / sizeof(T);
+  static constexpr int kPlanes = kE * sizeof(float) / kChunkBytes;
+  const float4* weight;  // kPlanes planes of `chunks` float4 each
+  const float4* bias;
+  int chunks;
+
+  // The shared bytes of n columns' weight and bias (those present).
+  __host__ __device__ static std::size_t bytes(int n, const void* w, const void* b) {
+    const auto chunks = static_cast<std::size_t>((n + kE - 1) / kE);
+    return chunks * kE * sizeof(float) * ((w ? 1 : 0) + (b ? 1 : 0));
+  }
+  // Converts the CTA's copy of rows of whole chunks (every thread of the CTA takes part; a
+  // barrier must follow).
+  __device__ SharedAffine(float4* smem, const NormForwardParams& p) : chunks((p.n + kE - 1) / kE) {
+    float4* const weight_planes = smem;
+    float4* const bias_planes = smem + (p.weight ? static_cast<std::size_t>(chunks) * kPlanes : 0);
+    const auto stage = [&](const T* from, float4* to) {
+      for (int q = static_cast<int>(threadIdx.x); q < chunks; q += static_cast<int>(blockDim.x)) {
+        float v[kE];
+        unpack_floats<T, kE>(load_pack<T, kE, Cache::Keep, Access::Vector>(from, q * kE, p.n), v);
+#pragma unroll
+        for (int k = 0; k < kPlanes; ++k)
+          to[k * chunks + q] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+      }
+    };
+    if (p.weight) stage(static_cast<const T*>(p.weight), weight_planes);
+    if (p.bias) stage(static_cast<const T*>(p.bias), bias_planes);
+    weight = weight_planes;
+    bias = bias_planes;
+  }
+
+  // Part k of chunk c: one plane's float4 of each term, so a chunk's terms take 8 registers at a
+  // time, not 16 (norm_quantize_persistent_kernel spilled at 72 with whole chunks).
+  static constexpr int kParts = kPlanes;
+  template <class Terms, Access>
+  __device__ __forceinline__ void get(int c, int k, float (&w)[4], float (&b)[4]) const {
+    const int q = c / kE;
+    if constexpr (Terms::kWeight) {
+      const float4 v = weight[k * chunks + q];
+      w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    }
+    if constexpr (Terms::kBias) {
+      const float4 v = bias[k * chunks + q];
+      b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
+    }
+  }
+};
+
+// One quantizing row, `row` (live: row < rows), of which this thread holds `slot`'s chunks `h`
+// (chunks past the row read as 0, so they add nothing to Σh and Σh²); `allreduce(site, v, op)`
+// reduces v over the row's threads at call site `site` (0 … 3).
+template <class T, class Config, Access kAccess, class Affine, class AllReduce>
+__device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, std::int64_t row, bool live,
+                                                  const RowSlot& slot, const RowTile<T, Config>& h,
+                                                  const Affine& affine, AllReduce&& allreduce) {
   using Tile = RowTile<T, Config>;
   constexpr int kE = Tile::kElements;
   constexpr int kChunks = Tile::kChunks;
   static_assert(kAccess != Access::Scalar, "whole chunks: a chunk is in its row or past it");
-  cluster_begin(p.layout);
-  const RowPosition at = RowPosition::of(p.layout);
-  const bool live = at.row < p.rows;
   const int n = live ? p.n : 0;
-  const std::int64_t row = at.address(p.rows);
+  const bool leader = live && slot.t == 0 && slot.begin == 0;
 
-  // Chunks past the row read as 0, so they add nothing to Σh and Σh².
-  Tile h(at.slot);
-  h.template load<kAccess>(p.x.row<const T>(row, p.rows_per_batch), at.slot, n);
   float v[kChunks][kE];
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
@@ -58,7 +139,7 @@ __global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const No
       SumPair dev{0.0f, 0.0f};
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
-        if (!chunk_in_row<kAccess>(Tile::column(at.slot, i), n)) continue;
+        if (!chunk_in_row<kAccess>(Tile::column(slot, i), n)) continue;
 #pragma unroll
         for (int e = 0; e < kE; ++e) {
           dev.first += v[i][e] - centre;
@@ -68,8 +149,7 @@ __global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const No
       return dev;
     };
     const Moments moments = layer_norm_moments(
-        centred(0.0f), centred,
-        [&](auto slot, SumPair v) { return row_allreduce<decltype(slot)::value>(v, SumPairOp{}, p.layout); }, inv_n,
+        centred(0.0f), centred, [&](auto site, SumPair v) { return allreduce(site, v, SumPairOp{}); }, inv_n,
         p.layout);
     mean = moments.mean;
     variance = moments.variance;
@@ -79,10 +159,10 @@ __global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const No
     for (int i = 0; i < kChunks; ++i)
 #pragma unroll
       for (int e = 0; e < kE; ++e) squares += v[i][e] * v[i][e];
-    variance = row_allreduce<2>(squares, SumOp{}, p.layout) * inv_n;
+    variance = allreduce(std::integral_constant<int, 2>{}, squares, SumOp{}) * inv_n;
   }
   const float rstd = rsqrtf(variance + p.eps);
-  if (live && at.leader()) {
+  if (leader) {
     if (p.mean) p.mean[row] = mean;
     if (p.rstd) p.rstd[row] = rstd;
   }
@@ -98,51 +178,152 @@ __global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const No
       for (int e = 0; e < kE; ++e) v[i][e] -= mean;
     shift = 0.0f;
   }
-  const auto* weight = static_cast<const T*>(p.weight);
-  const auto* bias = static_cast<const T*>(p.bias);
   float amax = 0.0f;
-  const auto affine = [&](auto terms) {
+  const auto affine_all = [&](auto terms) {
     using Terms = decltype(terms);
     float chain = 0.0f;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
-      int c = Tile::column(at.slot, i);
+      int c = Tile::column(slot, i);
       if (!chunk_in_row<kAccess>(c, n)) continue;
       // NOTE: each chunk's weight and bias loads wait on the previous chunk's y (an empty asm
       // dependency on the column), as the quantizing forms of norm_forward_row: with every
       // chunk's loads hoisted above the first use, the kernel spilled at 80 registers.
       if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
-      Pack<T, kE> w, b;
-      if constexpr (Terms::kWeight) w = load_pack<T, kE, Cache::Keep, kAccess>(weight, c, n);
-      if constexpr (Terms::kBias) b = load_pack<T, kE, Cache::Keep, kAccess>(bias, c, n);
-      affine_in_place<Terms, AffineForm::Folded>(v[i], w, b, shift, rstd);
+      constexpr int kPart = kE / Affine::kParts;
+#pragma unroll
+      for (int k = 0; k < Affine::kParts; ++k) {
+        float w[kPart], b[kPart];
+        affine.template get<Terms, kAccess>(c, k, w, b);
+        affine_floats_in_place<Terms, AffineForm::Folded>(v[i] + k * kPart, w, b, shift, rstd);
+      }
       chain = v[i][kE - 1];
 #pragma unroll
       for (int e = 0; e < kE; ++e) amax = fmaxf(amax, fabsf(v[i][e]));
     }
   };
   // NOTE: AffineForm::Folded reads no kCentred: the shift carries the mean.
-  if (weight != nullptr) {
-    if (bias != nullptr) affine(AffineTerms<true, true, true>{});
-    else affine(AffineTerms<true, false, true>{});
+  if (p.weight != nullptr) {
+    if (p.bias != nullptr) affine_all(AffineTerms<true, true, true>{});
+    else affine_all(AffineTerms<true, false, true>{});
   } else {
-    if (bias != nullptr) affine(AffineTerms<false, true, true>{});
-    else affine(AffineTerms<false, false, true>{});
+    if (p.bias != nullptr) affine_all(AffineTerms<false, true, true>{});
+    else affine_all(AffineTerms<false, false, true>{});
   }
 
-  if (p.quant == QuantScale::PerRow || p.amax != nullptr) amax = row_allreduce<3>(amax, AmaxOp{}, p.layout);
-  const float inv_scale = quantize_factor(p, amax, live && at.leader(), row);
+  if (p.quant == QuantScale::PerRow || p.amax != nullptr)
+    amax = allreduce(std::integral_constant<int, 3>{}, amax, AmaxOp{});
+  const float inv_scale = quantize_factor(p, amax, leader, row);
 
   auto* out = p.y.row<__nv_fp8_e4m3>(row, p.rows_per_batch);
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
-    const int c = Tile::column(at.slot, i);
+    const int c = Tile::column(slot, i);
     if (!chunk_in_row<kAccess>(c, n)) continue;
 #pragma unroll
     for (int e = 0; e < kE; ++e) v[i][e] *= inv_scale;
     store_pack<__nv_fp8_e4m3, kE, kAccess>(out, c, n, pack_floats<__nv_fp8_e4m3, kE>(v[i]));
   }
+}
+
+// A CTA (or cluster) per row group, the row read from global memory into registers, the weight
+// and bias read from global memory.
+template <class T, class Config, Access kAccess>
+__global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const NormForwardParams p) {
+  cluster_begin(p.layout);
+  const RowPosition at = RowPosition::of(p.layout);
+  const bool live = at.row < p.rows;
+  const std::int64_t row = at.address(p.rows);
+  RowTile<T, Config> h(at.slot);
+  h.template load<kAccess>(p.x.row<const T>(row, p.rows_per_batch), at.slot, live ? p.n : 0);
+  const GlobalAffine<T> affine{static_cast<const T*>(p.weight), static_cast<const T*>(p.bias), p.n};
+  norm_quantize_row<T, Config, kAccess>(
+      p, row, live, at.slot, h, affine,
+      [&](auto site, auto v, auto op) { return row_allreduce<decltype(site)::value>(v, op, p.layout); });
   cluster_finish(p.layout);
+}
+
+// The shared memory of norm_quantize_persistent_kernel's CTA of `groups` rows: the weight and bias
+// as floats (SharedAffine), then each group's two row buffers, then each group's two mbarriers.
+template <class T>
+struct PersistentQuantizeSmem {
+  std::size_t affine_bytes, row_bytes;
+  int groups;
+
+  __host__ __device__ PersistentQuantizeSmem(int n, const void* weight, const void* bias, int groups)
+      : affine_bytes(SharedAffine<T>::bytes(n, weight, bias)),
+        row_bytes(static_cast<std::size_t>(n) * sizeof(T)),
+        groups(groups) {}
+  static constexpr int kBuffers = 2;  // a group's row in use and the next row landing
+  __host__ __device__ std::size_t buffers_offset() const { return affine_bytes; }
+  __host__ __device__ std::size_t barriers_offset() const {
+    return affine_bytes + static_cast<std::size_t>(groups) * kBuffers * row_bytes;
+  }
+  __host__ __device__ std::size_t bytes() const {
+    return barriers_offset() + static_cast<std::size_t>(groups) * kBuffers * sizeof(std::uint64_t);
+  }
+};
+
+// Persistent CTAs of row groups (p.layout's rows of whole warps, blockDim.x / threads of them per
+// CTA; sm_90), the weight and bias converted to floats in shared memory once per CTA and each
+// row copied into shared memory by one bulk copy, issued a row ahead by the group's first thread.
+// Group g of CTA b takes rows (b + k·gridDim.x)·groups + g; its all-reduces meet at its own
+// barrier (RowGroup) and alternate two scratch slots per call site from row to row
+// (norm_allreduce's reason). Rows are whole 16-byte chunks with 16-byte aligned starts.
+// NOTE: the next row's copy goes into the buffer the group read one row before: every thread of
+// the group has read it before that row's first all-reduce, which the copying thread has passed.
+// Its register cap: kQuantizeMaxRegisters for whole rows (seven 128-thread groups per SM), eight
+// more where chunks may lie past the row (their tests spilled 12 bytes at 72, ptxas sm_90a).
+template <Access kAccess>
+inline constexpr int kPersistentQuantizeMaxRegisters = kQuantizeMaxRegisters + (kAccess == Access::Whole ? 0 : 8);
+
+template <class T, class Config, Access kAccess>
+__global__ void __maxnreg__(kPersistentQuantizeMaxRegisters<kAccess>) norm_quantize_persistent_kernel(
+    const NormForwardParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  extern __shared__ float4 smem[];
+  const auto threads = static_cast<unsigned>(p.layout.threads);
+  const auto group = static_cast<int>(threadIdx.x / threads);
+  const auto groups = static_cast<int>(blockDim.x / threads);
+  const RowSlot slot{0, static_cast<int>(threadIdx.x - group * threads), static_cast<int>(threads)};
+  const RowGroup row_group{kFirstGroupBarrier + group, group * static_cast<int>(threads / kWarpThreads)};
+  const PersistentQuantizeSmem<T> layout(p.n, p.weight, p.bias, groups);
+  auto* const base = reinterpret_cast<char*>(smem);
+  T* const buffers = reinterpret_cast<T*>(base + layout.buffers_offset()) + std::size_t{2} * group * p.n;
+  auto* const landed = reinterpret_cast<std::uint64_t*>(base + layout.barriers_offset()) + 2 * group;
+  const bool copier = slot.t == 0;
+  const auto bytes = static_cast<std::uint32_t>(layout.row_bytes);
+  const auto copy_row = [&](std::int64_t row, int buffer) {
+    Barrier::arrive_and_expect_tx(&landed[buffer], bytes);
+    cute::SM90_BULK_COPY_G2S::copy(p.x.row<const T>(row, p.rows_per_batch), &landed[buffer],
+                                   buffers + buffer * p.n, static_cast<std::int32_t>(bytes));
+  };
+
+  const SharedAffine<T> affine(smem, p);
+  const std::int64_t first = std::int64_t{blockIdx.x} * groups + group;
+  const std::int64_t step = std::int64_t{gridDim.x} * groups;
+  if (copier) {
+    Barrier::init(&landed[0], 1);
+    Barrier::init(&landed[1], 1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();  // the affine and the barriers
+  if (copier && first < p.rows) copy_row(first, 0);
+  int k = 0;
+  for (std::int64_t row = first; row < p.rows; row += step, ++k) {
+    const int buffer = k & 1;
+    if (copier && row + step < p.rows) copy_row(row + step, buffer ^ 1);
+    Barrier::wait(&landed[buffer], (k >> 1) & 1);
+    RowTile<T, Config> h(slot);
+    h.template load_staged<kAccess>(buffers + buffer * p.n, slot, p.n);
+    norm_quantize_row<T, Config, kAccess>(p, row, true, slot, h, affine, [&](auto site, auto v, auto op) {
+      constexpr int kSites = 4;
+      return buffer == 0 ? group_allreduce<decltype(site)::value>(v, op, p.layout, row_group)
+                         : group_allreduce<decltype(site)::value + kSites>(v, op, p.layout, row_group);
+    });
+  }
+#endif
 }
 
 }  // namespace fusekit::device

@@ -108,17 +108,12 @@ __device__ __forceinline__ V combine_partials(const V* parts, Op op) {
   return v[0];
 }
 
-// The reduction of `v` over the row's threads (and its cluster's CTAs when the row is split).
-// Lanes: xor butterflies within aligned groups of `threads` lanes, so the rows that share a warp
-// reduce apart. Warps: each warp's partial through shared memory, combined by every thread of
-// the row. Each call site in a kernel takes its own kSlot, so its shared scratch is its own and
-// no trailing barrier is needed before the next reduction. Rows that share a warp (fewer than 32
-// threads) shuffle together, and rows that share a CTA (64 threads) wait at one barrier, so all
-// of them must call it together, under the same branches (layer_norm_moments makes its branch so).
+// The reduction of `v` over the lanes of a warp that hold a row: xor butterflies within aligned
+// groups of `layout.threads` lanes, so the rows that share a warp reduce apart.
 // NOTE: every lane ends with the same bits: a butterfly step combines the same two values in
 // every lane, only commuted, and the ops commute exactly.
-template <int kSlot, class V, class Op>
-__device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
+template <class V, class Op>
+__device__ __forceinline__ V warp_allreduce(V v, Op op, const RowLayout& layout) {
   if (layout.threads >= kWarpThreads) {
     // Rows of a warp or more (every 16-bit row of 256 columns and up) skip the per-step lane
     // test (LayerNorm → e4m3 +3 % at 32768×4096 bf16, session 12).
@@ -133,48 +128,70 @@ __device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
     for (int mask = kWarpThreads / 2; mask > 0; mask /= 2)
       if (mask < layout.threads) v = op(v, shuffle_xor(v, mask));
   }
+  return v;
+}
+
+// The reduction of the warps' totals `v` (each lane holding its warp's) over the `warps` warps of
+// a row from warp `first`: each warp's total through `partial` (shared, a slot per warp of the
+// CTA), combined by every thread of the row after `sync()`, the barrier its warps meet at.
+template <class V, class Op, class Sync>
+__device__ __forceinline__ V combine_row_warps(V v, Op op, int warps, int first, V* partial, Sync&& sync) {
+  // NOTE: unsigned, so the divisions by the warp size are shifts and masks (as signed ints
+  // they took a sign fix-up each: ~10 instructions per reduction, session 22).
+  const auto warp = static_cast<int>(threadIdx.x / kWarpThreads);
+  const auto lane = static_cast<int>(threadIdx.x % kWarpThreads);
+  if (lane == 0) partial[warp] = v;
+  sync();
+  // NOTE: the usual warp counts take independent loads and a fixed tree: the counted loop's
+  // trip-count arithmetic and branches were ~20 instructions per reduction, and the quantizing
+  // norms are issue-bound (RMSNorm → e4m3 +1.2 %, LayerNorm → e4m3 +1.0 % at 32768×4096 bf16,
+  // session 12). A lane butterfly over the partials gained them less (two dependent shuffles).
+  // Six warps (192-thread rows: 6144 16-bit columns at four chunks) take a fixed tree too:
+  // LayerNorm → e4m3 at 6144 bf16 columns +6.8 % (session 22); twelve spilled norm_quantize_kernel.
+  switch (warps) {
+    case 2: return combine_partials<2>(partial + first, op);
+    case 4: return combine_partials<4>(partial + first, op);
+    case 6: return combine_partials<6>(partial + first, op);
+    case 8: return combine_partials<8>(partial + first, op);
+    default: {
+      // NOTE: more warps (the long rows' CTAs of 512 and 1024 threads): lane l takes warp l's
+      // partial, a fixed tree of shuffles brings the total to lane 0, and every lane takes it
+      // from there. Each thread combining every partial in turn (31 shared loads and 62
+      // dependent adds per warp of a 1024-thread row, while the SM's one CTA has no load in
+      // flight) ran LayerNorm at 3.41 TB/s against 3.52, RMSNorm 3.71 against 3.80 at 65536
+      // bf16 columns, and the norm backward at 65536 6 % slower (session 16). At 16 warps,
+      // combine_partials<16> ran the norm backward 0.4–0.6 % slower than the tree (session 17).
+      // The loop is not unrolled: unrolled, the sm_80 norm backward (128 registers) spilled.
+      v = partial[first + (lane < warps ? lane : 0)];
+#pragma unroll 1
+      for (int offset = kWarpThreads / 2; offset > 0; offset /= 2) {
+        const V other = shuffle_down(v, offset);
+        if (lane + offset < warps) v = op(v, other);  // lanes below `offset` hold their subtree's total
+      }
+      return shuffle_from(v, 0);
+    }
+  }
+}
+
+// The reduction of `v` over the row's threads (and its cluster's CTAs when the row is split):
+// warp_allreduce, then (CTA-per-row layouts) combine_row_warps at __syncthreads, then (clusters)
+// the CTAs' totals through distributed shared memory. Rows that share a warp (fewer than 32
+// threads) shuffle together, and rows that share a CTA (64 threads) wait at one barrier, so all
+// of them must call it together, under the same branches (layer_norm_moments makes its branch so).
+template <int kSlot, class V, class Op>
+__device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
+  v = warp_allreduce(v, op, layout);
   if (layout.threads > kWarpThreads) {
-    __shared__ V partial[kMaxRowThreads / kWarpThreads];
-    // NOTE: unsigned, so the divisions by the warp size are shifts and masks (as signed ints
-    // they took a sign fix-up each: ~10 instructions per reduction, session 22).
-    const auto warp = static_cast<int>(threadIdx.x / kWarpThreads);
-    const auto lane = static_cast<int>(threadIdx.x % kWarpThreads);
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
     const auto warps = static_cast<int>(static_cast<unsigned>(layout.threads) / kWarpThreads);
     // The row's warps are consecutive: from warp 0 with one row per CTA (rows of 128 threads or
     // more), else from a multiple of `warps`, a power of two (RowLayout::row_shift): a mask, not
     // the software division of a modulo (~25 instructions in every row's reduction, session 18).
+    const auto warp = static_cast<int>(threadIdx.x / kWarpThreads);
     const int first = layout.rows_per_cta == 1 ? 0 : warp & ~(warps - 1);
-    // NOTE: the usual warp counts take independent loads and a fixed tree: the counted loop's
-    // trip-count arithmetic and branches were ~20 instructions per reduction, and the quantizing
-    // norms are issue-bound (RMSNorm → e4m3 +1.2 %, LayerNorm → e4m3 +1.0 % at 32768×4096 bf16,
-    // session 12). A lane butterfly over the partials gained them less (two dependent shuffles).
-    // Six warps (192-thread rows: 6144 16-bit columns at four chunks) take a fixed tree too:
-    // LayerNorm → e4m3 at 6144 bf16 columns +6.8 % (session 22); twelve spilled norm_quantize_kernel.
-    switch (warps) {
-      case 2: v = combine_partials<2>(partial + first, op); break;
-      case 4: v = combine_partials<4>(partial + first, op); break;
-      case 6: v = combine_partials<6>(partial + first, op); break;
-      case 8: v = combine_partials<8>(partial + first, op); break;
-      default: {
-        // NOTE: more warps (the long rows' CTAs of 512 and 1024 threads): lane l takes warp l's
-        // partial, a fixed tree of shuffles brings the total to lane 0, and every lane takes it
-        // from there. Each thread combining every partial in turn (31 shared loads and 62
-        // dependent adds per warp of a 1024-thread row, while the SM's one CTA has no load in
-        // flight) ran LayerNorm at 3.41 TB/s against 3.52, RMSNorm 3.71 against 3.80 at 65536
-        // bf16 columns, and the norm backward at 65536 6 % slower (session 16). At 16 warps,
-        // combine_partials<16> ran the norm backward 0.4–0.6 % slower than the tree (session 17).
-        // The loop is not unrolled: unrolled, the sm_80 norm backward (128 registers) spilled.
-        v = partial[first + (lane < warps ? lane : 0)];
-#pragma unroll 1
-        for (int offset = kWarpThreads / 2; offset > 0; offset /= 2) {
-          const V other = shuffle_down(v, offset);
-          if (lane + offset < warps) v = op(v, other);  // lanes below `offset` hold their subtree's total
-        }
-        v = shuffle_from(v, 0);
-      }
-    }
+    // Each call site in a kernel takes its own kSlot, so its shared scratch is its own and no
+    // trailing barrier is needed before the next reduction.
+    __shared__ V partial[kMaxRowThreads / kWarpThreads];
+    v = combine_row_warps(v, op, warps, first, partial, [] { __syncthreads(); });
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (layout.cluster > 1) {
@@ -195,6 +212,44 @@ __device__ inline V row_allreduce(V v, Op op, const RowLayout& layout) {
     cluster_arrive_relaxed();  // for the next reduction's (or cluster_finish's) wait
   }
 #endif
+  return v;
+}
+
+// A row held by one group of whole warps among several of a CTA that run apart (persistent CTAs
+// of row groups, each looping over its own rows): the group's warps meet at its own hardware
+// barrier, so no group waits for another.
+struct RowGroup {
+  int barrier;     // kFirstGroupBarrier + the group's index
+  int first_warp;  // the group's first warp in the CTA
+};
+inline constexpr int kFirstGroupBarrier = 1;  // barrier 0 is __syncthreads'
+inline constexpr int kHardwareBarriers = 16;  // per CTA
+
+// A barrier among the `threads` threads (whole warps) that use hardware barrier `id`.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// The shared scratch of group_allreduce's call sites (kGroupSlots of them) for values of type V:
+// one array, so a thread's addresses into every slot are one register and constant offsets (an
+// array per slot made ptxas keep an address per slot live across the loop over rows, and spill).
+inline constexpr int kGroupSlots = 8;
+template <class V>
+__device__ __forceinline__ V* group_partials() {
+  __shared__ V partials[kGroupSlots][kMaxRowThreads / kWarpThreads];
+  return partials[0];
+}
+
+// row_allreduce for a row of a RowGroup (at least a warp; no cluster) at call site kSlot.
+template <int kSlot, class V, class Op>
+__device__ inline V group_allreduce(V v, Op op, const RowLayout& layout, const RowGroup& group) {
+  static_assert(kSlot >= 0 && kSlot < kGroupSlots, "a slot of group_partials");
+  v = warp_allreduce(v, op, layout);
+  if (layout.threads > kWarpThreads) {
+    const auto warps = static_cast<int>(static_cast<unsigned>(layout.threads) / kWarpThreads);
+    v = combine_row_warps(v, op, warps, group.first_warp, group_partials<V>() + kSlot * (kMaxRowThreads / kWarpThreads),
+                          [&] { named_barrier_sync(group.barrier, layout.threads); });
+  }
   return v;
 }
 

@@ -235,6 +235,22 @@ struct RowTile {
       chunk[i] = load_pack<T, kElements, Cache::Stream, kAccess>(row, column(slot, i), n);
   }
 
+  // The thread's chunks of a row staged in shared memory (`row`); chunks past n read as 0.
+  template <Access kAccess>
+  __device__ void load_staged(const T* row, const RowSlot& slot, int n) {
+    static_assert(kAccess != Access::Scalar, "whole chunks");
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = column(slot, i);
+      if (chunk_in_row<kAccess>(c, n)) {
+        chunk[i].word = *reinterpret_cast<const typename Chunk::Word*>(row + c);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kElements; ++e) chunk[i].e[e] = Element<T>::store(0.0f);
+      }
+    }
+  }
+
   __device__ Chunk get(int i) const { return chunk[i]; }
   __device__ void put(int i, const Chunk& c) { chunk[i] = c; }
   // NOTE: bf16 from its 32-bit word (one shift or mask; see unpack_floats).
