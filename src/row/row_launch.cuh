@@ -8,9 +8,14 @@
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "fusekit/device/row/row_config.hpp"
 #include "fusekit/device/row/row_tile.cuh"
@@ -282,32 +287,53 @@ void launch_persistent(void (*kernel)(Params), const device::RowLayout& layout, 
 // per group: row.rows_per_cta is 1) with `shared_bytes(groups)` per CTA of `groups` rows: the CTA
 // size of at most `max_groups` rows that leaves the most threads resident per SM (the larger CTA
 // where two tie), as many CTAs as are resident at once, at most one per `groups` rows.
+// NOTE: the choice takes two runtime calls per CTA size tried (up to 56 for rows of one warp, tens
+// of µs of host time), so it is made once per device, kernel, row and shared-memory sizes.
 template <class Params, class SharedBytes>
 void launch_row_groups(void (*kernel)(Params), const device::RowLayout& row, int max_groups, std::int64_t rows,
                        const Params& params, cudaStream_t stream, std::string_view name, SharedBytes&& shared_bytes) {
   require(row.rows_per_cta == 1 && row.threads % device::kWarpThreads == 0, join(name, " row"),
           "whole warps, one row per group", row.threads);
-  int best_groups = 0, best_per_sm = 0, best_threads = 0;
-  for (int groups = 1; groups <= max_groups && groups * row.threads <= device::kMaxRowThreads; ++groups) {
-    device::RowLayout cta = row;
-    cta.rows_per_cta = groups;
-    const std::size_t bytes = shared_bytes(groups);
-    RowLaunch<Params> l(kernel, cta, bytes, nullptr, name);
-    int per_sm = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cta.block_threads(), bytes),
-               join(name, " occupancy"));
-    if (per_sm * cta.block_threads() >= best_threads && per_sm > 0) {
-      best_groups = groups;
-      best_per_sm = per_sm;
-      best_threads = per_sm * cta.block_threads();
-    }
+  const int most_groups = std::min(max_groups, device::kMaxRowThreads / row.threads);
+  std::vector<std::size_t> bytes_by_groups;
+  for (int groups = 1; groups <= most_groups; ++groups) bytes_by_groups.push_back(shared_bytes(groups));
+  struct Choice {
+    int groups = 0, per_sm = 0;
+  };
+  using Key = std::tuple<int, const void*, int, std::vector<std::size_t>>;
+  static std::mutex mutex;
+  static std::map<Key, Choice> chosen;
+  const DeviceInfo& device = current_device_info();
+  Key key{device.index, reinterpret_cast<const void*>(kernel), row.threads, bytes_by_groups};
+  Choice choice;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = chosen.find(key); it != chosen.end()) choice = it->second;
   }
-  require(best_threads > 0, join(name, " resident CTAs"), ">= 1 with its shared memory", 0);
+  if (choice.groups == 0) {
+    int best_threads = 0;
+    for (int groups = 1; groups <= most_groups; ++groups) {
+      device::RowLayout cta = row;
+      cta.rows_per_cta = groups;
+      const std::size_t bytes = bytes_by_groups[static_cast<std::size_t>(groups - 1)];
+      RowLaunch<Params> l(kernel, cta, bytes, nullptr, name);
+      int per_sm = 0;
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cta.block_threads(), bytes),
+                 join(name, " occupancy"));
+      if (per_sm > 0 && per_sm * cta.block_threads() >= best_threads) {
+        choice = {groups, per_sm};
+        best_threads = per_sm * cta.block_threads();
+      }
+    }
+    require(choice.groups > 0, join(name, " resident CTAs"), ">= 1 with its shared memory", 0);
+    const std::lock_guard<std::mutex> lock(mutex);
+    chosen.emplace(std::move(key), choice);
+  }
   device::RowLayout cta = row;
-  cta.rows_per_cta = best_groups;
-  const std::int64_t ctas = std::min<std::int64_t>((rows + best_groups - 1) / best_groups,
-                                                   std::int64_t{best_per_sm} * current_device_info().sm_count);
-  RowLaunch<Params> l(kernel, cta, shared_bytes(best_groups), stream, name);
+  cta.rows_per_cta = choice.groups;
+  const std::int64_t ctas = std::min<std::int64_t>((rows + choice.groups - 1) / choice.groups,
+                                                   std::int64_t{choice.per_sm} * device.sm_count);
+  RowLaunch<Params> l(kernel, cta, bytes_by_groups[static_cast<std::size_t>(choice.groups - 1)], stream, name);
   l.config.gridDim = dim3(static_cast<unsigned>(ctas));
   check_cuda(cudaLaunchKernelEx(&l.config, kernel, params), std::string(name));
   check_launch(name);
