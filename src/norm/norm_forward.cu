@@ -147,6 +147,20 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
   return rms_unbiased && kRmsNormFp8Eight.holds(n) ? ThreadChunks::Eight : ThreadChunks::OpConfig;
 }
 
+// How many chunks per thread norm_quantize_persistent_kernel's whole bf16 rows take: four
+// (QuantizingRows), or eight (QuantizingRows8) where they ran faster.
+// NOTE: measured on the H200 (session 24, bf16, 2^27 elements, GB/s, four → eight chunks):
+// LayerNorm → e4m3 3829 → 4011, 3750 → 3935, 3405 → 3432, 3416 → 3906, 2891 → 3283 at 2048 /
+// 4096 / 6144 / 8192 / 12288 columns (half the instructions per element for the row's fixed
+// costs; ncu at 4096: 61.0 M instructions against 73.4 M, 15.8 warps per SM against 27.5);
+// RMSNorm → e4m3 3622 → 4036 at 12288 but 2–3 % slower at 2048–8192 (its rows cost less each).
+constexpr ColumnRange kLayerNormFp8Eight{2048, 12288}, kRmsNormFp8EightPersistent{12288, 12288};
+
+ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
+  const ColumnRange& eight = job.norm.kind == NormKind::LayerNorm ? kLayerNormFp8Eight : kRmsNormFp8EightPersistent;
+  return eight.holds(n) ? ThreadChunks::Eight : ThreadChunks::OpConfig;
+}
+
 // Whether quantizing rows in registers (QuantizingRows `layout`) run
 // norm_quantize_persistent_kernel: on sm_90 (bulk copies), for rows of whole warps in one CTA
 // whose weight and bias (as floats) and two row buffers fit a CTA's shared memory.
@@ -239,17 +253,26 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
       p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
       const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
       if (persistent_quantize<T>(job, p.layout, shape.n)) {
-        p.layout.rows_per_cta = 1;  // a row per group
-        // Rows of one warp use no barrier; longer rows a hardware barrier per group.
-        const int max_groups = p.layout.threads > device::kWarpThreads
-                                   ? device::kHardwareBarriers - device::kFirstGroupBarrier
-                                   : device::kMaxRowThreads / device::kWarpThreads;
         const auto go = [&](auto kernel) {
+          p.layout.rows_per_cta = 1;  // a row per group
+          // Rows of one warp use no barrier; longer rows a hardware barrier per group.
+          const int max_groups = p.layout.threads > device::kWarpThreads
+                                     ? device::kHardwareBarriers - device::kFirstGroupBarrier
+                                     : device::kMaxRowThreads / device::kWarpThreads;
           rows::launch_row_groups(kernel, p.layout, max_groups, shape.rows, p, stream, "norm_quantize_persistent_kernel",
                                   [&](int groups) {
                                     return device::PersistentQuantizeSmem<T>(p.n, p.weight, p.bias, groups).bytes();
                                   });
         };
+        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+          using Eight = device::QuantizingRows8;
+          const device::RowLayout eight = rows::plan<Eight>("x", shape.n, a.x.dtype);
+          if (quantize_chunks(job, shape.n) == ThreadChunks::Eight && eight.cluster == 1 &&
+              eight.threads >= device::kWarpThreads && rows::whole_rows(eight, shape.n, shape.rows)) {
+            p.layout = eight;
+            return go(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole>);
+          }
+        }
         if (whole) return go(device::norm_quantize_persistent_kernel<T, Config, device::Access::Whole>);
         return go(device::norm_quantize_persistent_kernel<T, Config, device::Access::Vector>);
       }

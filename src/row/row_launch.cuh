@@ -286,7 +286,8 @@ void launch_persistent(void (*kernel)(Params), const device::RowLayout& layout, 
 // Launches a persistent kernel of CTAs that hold several rows of `row` (whole warps each, one row
 // per group: row.rows_per_cta is 1) with `shared_bytes(groups)` per CTA of `groups` rows: the CTA
 // size of at most `max_groups` rows that leaves the most threads resident per SM (the larger CTA
-// where two tie), as many CTAs as are resident at once, at most one per `groups` rows.
+// where two tie; sizes whose shared memory, with the kernel's static scratch, exceeds a CTA's
+// are not tried), as many CTAs as are resident at once, at most one per `groups` rows.
 // NOTE: the choice takes two runtime calls per CTA size tried (up to 56 for rows of one warp, tens
 // of µs of host time), so it is made once per device, kernel, row and shared-memory sizes.
 template <class Params, class SharedBytes>
@@ -312,10 +313,14 @@ void launch_row_groups(void (*kernel)(Params), const device::RowLayout& row, int
   }
   if (choice.groups == 0) {
     int best_threads = 0;
+    cudaFuncAttributes attributes{};
+    check_cuda(cudaFuncGetAttributes(&attributes, kernel), join(name, " attributes"));
+    const std::size_t static_bytes = attributes.sharedSizeBytes;
     for (int groups = 1; groups <= most_groups; ++groups) {
       device::RowLayout cta = row;
       cta.rows_per_cta = groups;
       const std::size_t bytes = bytes_by_groups[static_cast<std::size_t>(groups - 1)];
+      if (bytes + static_bytes > device.smem_per_block_optin) continue;
       RowLaunch<Params> l(kernel, cta, bytes, nullptr, name);
       int per_sm = 0;
       check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cta.block_threads(), bytes),

@@ -244,7 +244,7 @@ __global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const No
 }
 
 // The shared memory of norm_quantize_persistent_kernel's CTA of `groups` rows: the weight and bias
-// as floats (SharedAffine), then each group's two row buffers, then each group's two mbarriers.
+// as floats (SharedAffine), then each group's row buffers, then an mbarrier per buffer.
 template <class T>
 struct PersistentQuantizeSmem {
   std::size_t affine_bytes, row_bytes;
@@ -254,7 +254,10 @@ struct PersistentQuantizeSmem {
       : affine_bytes(SharedAffine<T>::bytes(n, weight, bias)),
         row_bytes(static_cast<std::size_t>(n) * sizeof(T)),
         groups(groups) {}
-  static constexpr int kBuffers = 2;  // a group's row in use and the next row landing
+  // A group's row in use and the next row landing.
+  // NOTE: measured on the H200 (session 24): a third buffer (two rows in flight) ran LayerNorm →
+  // e4m3 1–2.5 % slower at 2048–8192 columns: the rows' latency does not bound them.
+  static constexpr int kBuffers = 2;
   __host__ __device__ std::size_t buffers_offset() const { return affine_bytes; }
   __host__ __device__ std::size_t barriers_offset() const {
     return affine_bytes + static_cast<std::size_t>(groups) * kBuffers * row_bytes;
@@ -272,26 +275,32 @@ struct PersistentQuantizeSmem {
 // (norm_allreduce's reason). Rows are whole 16-byte chunks with 16-byte aligned starts.
 // NOTE: the next row's copy goes into the buffer the group read one row before: every thread of
 // the group has read it before that row's first all-reduce, which the copying thread has passed.
-// Its register cap: kQuantizeMaxRegisters for whole rows (seven 128-thread groups per SM), eight
-// more where chunks may lie past the row (their tests spilled 12 bytes at 72, ptxas sm_90a).
-template <Access kAccess>
-inline constexpr int kPersistentQuantizeMaxRegisters = kQuantizeMaxRegisters + (kAccess == Access::Whole ? 0 : 8);
+// Its register cap: on QuantizingRows, kQuantizeMaxRegisters for whole rows (seven 128-thread
+// groups per SM), eight more where chunks may lie past the row (their tests spilled 12 bytes at
+// 72, ptxas sm_90a); on QuantizingRows8 (whole rows only), 104: the 64 values and the addresses
+// without spills (96 spilled 136 bytes), four warps per scheduler.
+template <class Config, Access kAccess>
+inline constexpr int kPersistentQuantizeMaxRegisters =
+    Config::kChunks == QuantizingRows8::kChunks ? 104
+                                                : kQuantizeMaxRegisters + (kAccess == Access::Whole ? 0 : 8);
 
 template <class T, class Config, Access kAccess>
-__global__ void __maxnreg__(kPersistentQuantizeMaxRegisters<kAccess>) norm_quantize_persistent_kernel(
+__global__ void __maxnreg__((kPersistentQuantizeMaxRegisters<Config, kAccess>)) norm_quantize_persistent_kernel(
     const NormForwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  using Smem = PersistentQuantizeSmem<T>;
+  constexpr int kBuffers = Smem::kBuffers;
   extern __shared__ float4 smem[];
   const auto threads = static_cast<unsigned>(p.layout.threads);
   const auto group = static_cast<int>(threadIdx.x / threads);
   const auto groups = static_cast<int>(blockDim.x / threads);
   const RowSlot slot{0, static_cast<int>(threadIdx.x - group * threads), static_cast<int>(threads)};
   const RowGroup row_group{kFirstGroupBarrier + group, group * static_cast<int>(threads / kWarpThreads)};
-  const PersistentQuantizeSmem<T> layout(p.n, p.weight, p.bias, groups);
+  const Smem layout(p.n, p.weight, p.bias, groups);
   auto* const base = reinterpret_cast<char*>(smem);
-  T* const buffers = reinterpret_cast<T*>(base + layout.buffers_offset()) + std::size_t{2} * group * p.n;
-  auto* const landed = reinterpret_cast<std::uint64_t*>(base + layout.barriers_offset()) + 2 * group;
+  T* const buffers = reinterpret_cast<T*>(base + layout.buffers_offset()) + std::size_t{kBuffers} * group * p.n;
+  auto* const landed = reinterpret_cast<std::uint64_t*>(base + layout.barriers_offset()) + kBuffers * group;
   const bool copier = slot.t == 0;
   const auto bytes = static_cast<std::uint32_t>(layout.row_bytes);
   const auto copy_row = [&](std::int64_t row, int buffer) {
@@ -304,22 +313,24 @@ __global__ void __maxnreg__(kPersistentQuantizeMaxRegisters<kAccess>) norm_quant
   const std::int64_t first = std::int64_t{blockIdx.x} * groups + group;
   const std::int64_t step = std::int64_t{gridDim.x} * groups;
   if (copier) {
-    Barrier::init(&landed[0], 1);
-    Barrier::init(&landed[1], 1);
+    for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();  // the affine and the barriers
-  if (copier && first < p.rows) copy_row(first, 0);
+  const std::int64_t lead = std::int64_t{kBuffers - 1} * step;  // the rows in flight ahead of this one
+  if (copier)
+    for (int b = 0; b < kBuffers - 1 && first + b * step < p.rows; ++b) copy_row(first + b * step, b);
   int k = 0;
   for (std::int64_t row = first; row < p.rows; row += step, ++k) {
-    const int buffer = k & 1;
-    if (copier && row + step < p.rows) copy_row(row + step, buffer ^ 1);
-    Barrier::wait(&landed[buffer], (k >> 1) & 1);
+    const int buffer = k % kBuffers;
+    if (copier && row + lead < p.rows) copy_row(row + lead, (k + kBuffers - 1) % kBuffers);
+    Barrier::wait(&landed[buffer], (k / kBuffers) & 1);
     RowTile<T, Config> h(slot);
     h.template load_staged<kAccess>(buffers + buffer * p.n, slot, p.n);
+    const int parity = k & 1;
     norm_quantize_row<T, Config, kAccess>(p, row, true, slot, h, affine, [&](auto site, auto v, auto op) {
       constexpr int kSites = 4;
-      return buffer == 0 ? group_allreduce<decltype(site)::value>(v, op, p.layout, row_group)
+      return parity == 0 ? group_allreduce<decltype(site)::value>(v, op, p.layout, row_group)
                          : group_allreduce<decltype(site)::value + kSites>(v, op, p.layout, row_group);
     });
   }

@@ -76,6 +76,10 @@ using WideClusterRows = RowConfig<4, kMaxRowThreads / 2, 1, kMaxNonPortableClust
 // and bias loads of both passes live spilled at 64 registers, even at two chunks per thread;
 // CTAs of up to 512 threads allow 128.
 using QuantizingRows = RowConfig<4, kMaxRowThreads / 2>;
+// The same rows on eight chunks per thread (norm_quantize_persistent_kernel, bf16): half the
+// threads per row, so half the row's fixed costs per element and half the warps at each
+// all-reduce's barrier. Where it runs: src/norm/norm_forward.cu (quantize_chunks).
+using QuantizingRows8 = RowConfig<8, kMaxRowThreads / 2>;
 // Rows held by few threads of many chunks each (one warp or less up to 4096 16-bit columns, in
 // CTAs of 128 threads): the row's fixed costs (the prologue, the reductions' shuffles and their
 // exchange through shared memory) spread over more elements per thread, and a row of one warp
