@@ -436,8 +436,9 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // More rows than the GPU holds row groups at once: the persistent quantizing kernel's groups take
 // several rows each (its row buffers and their barriers' phases alternate, and its all-reduces'
 // scratch slots), on rows of one warp (1024 16-bit columns), of several, and of whole warps past
-// the row (2056: three warps of four chunks, 3072 columns); bf16 LayerNorm rows of 2048 and 12288
-// columns take eight chunks per thread (one warp, six), RMSNorm's of 12288 too.
+// the row (2056: three warps of four chunks, 3072 columns); bf16 rows of 12288 columns take eight
+// chunks per thread (six warps). 4099 rows of 2048 columns run four chunks, the chunk tests' kernel:
+// rows::whole_rows also asks a row count that the packed layouts' rows per CTA divide.
 TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
