@@ -80,44 +80,6 @@ device::RereadPacking reread_packing(const NormForwardJob& job) {
   return job.residual ? device::RereadPacking::FewestWarps : device::RereadPacking::FillSm;
 }
 
-// Where a norm's rows live: in registers while one CTA holds them (without a residual, up to
-// kRegisterNormMaxChunks), else read twice (the second time from L2), else staged in shared
-// memory; quantizing norms keep rows in registers below kSharedNormMinChunks and read longer ones
-// again from L2 (twice, LayerNorm three times: statistics, max |y|, output), else stage them.
-// NOTE: measured on the H200 (docs/performance.md): registers against staged at 16384 16-bit
-// columns (session 11): LayerNorm 3.70 TB/s against 3.16, add+RMSNorm 3.67 against 3.14, RMSNorm
-// 3.92 against 3.74 (persistent); read twice against the previous choice (session 13, bf16):
-// LayerNorm 3.18 → 3.70 and 2.63 → 3.22 at 32768 and 65536 columns, RMSNorm 3.80 → 3.96 and
-// 3.57 → 3.73 (persistent staged), add+RMSNorm 3.43 → 3.58 (a 2-CTA cluster in registers),
-// 2.93 → 3.54 and 2.80 → 3.26 at 131072; LayerNorm and RMSNorm at 131072 (16 chunks per thread)
-// ran 6 % and 3 % slower read twice than staged. The quantizing norms lost in registers at
-// every length (1.29 against 2.03 at 16384); read again from L2 against staged (session 22, bf16,
-// 16384 / 24576 / 32768 / 65536 columns): RMSNorm → e4m3 3.14 → 3.35 / 2.71 → 3.44 / 3.06 → 3.14 /
-// 2.63 → 2.68, LayerNorm → e4m3 2.21 → 2.34 / 2.08 → 2.39 / 2.10 → 2.18 / 1.90 → 1.88; at 12288
-// (1536 chunks) they lost to the registers (2.65 → 2.21, 3.18 → 2.91).
-device::Residence residence_of(const NormForwardJob& job, device::Access access, std::int64_t n) {
-  const NormForwardArgs& a = job.norm;
-  const int element = static_cast<int>(dtype_size(a.x.dtype));
-  const device::Residence staged = rows::residence_for(access, n, a.x.dtype, device::kSharedNormMinChunks);
-  const std::int64_t chunks = n / (device::kChunkBytes / element);
-  if (job.quant != QuantScale::None) {
-    if (job.residual == nullptr && access == device::Access::Vector && chunks >= device::kSharedNormMinChunks &&
-        device::plan_reread_rows(n, element, reread_packing(job)).valid())
-      return device::Residence::Reread;
-    return staged;
-  }
-  if (job.residual == nullptr && access == device::Access::Vector && chunks > device::kRegisterNormMaxChunks &&
-      device::plan_reread_rows(n, element, reread_packing(job)).valid())
-    return device::Residence::Reread;
-  if (staged == device::Residence::Registers) return staged;
-  const device::RowLayout in_registers = device::plan_rows<device::OneTensorRows>(n, element, rows::max_cluster_ctas());
-  if (in_registers.valid() && in_registers.cluster == 1) return device::Residence::Registers;
-  // NOTE: rows past kRereadThreadChunks chunks per thread of a 1024-thread CTA keep more of
-  // themselves in L2 at once: there only add+norm rereads (its staged kernel waits on the
-  // residual's loads), FewestWarps allowing up to RereadRows::kChunks.
-  return device::plan_reread_rows(n, element, reread_packing(job)).valid() ? device::Residence::Reread : staged;
-}
-
 // How many chunks per thread a norm's whole bf16 rows in registers take: the op's config
 // (4), or fewer, fuller threads (device::FewThreadRows8 / 16) over the row lengths where they
 // ran faster.
@@ -154,11 +116,65 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
 // 4096 / 6144 / 8192 / 12288 columns (half the instructions per element for the row's fixed
 // costs; ncu at 4096: 61.0 M instructions against 73.4 M, 15.8 warps per SM against 27.5);
 // RMSNorm → e4m3 3622 → 4036 at 12288 but 2–3 % slower at 2048–8192 (its rows cost less each).
-constexpr ColumnRange kLayerNormFp8Eight{2048, 12288}, kRmsNormFp8EightPersistent{12288, 12288};
+// At 16384 (session 24, run 6; read again from L2 before): RMSNorm → e4m3 3373 → 3957, LayerNorm →
+// e4m3 2334 → 2700 (two 256-thread groups per SM, one for LayerNorm's larger affine).
+constexpr ColumnRange kLayerNormFp8Eight{2048, 16384}, kRmsNormFp8EightPersistent{12288, 16384};
 
 ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   const ColumnRange& eight = job.norm.kind == NormKind::LayerNorm ? kLayerNormFp8Eight : kRmsNormFp8EightPersistent;
   return eight.holds(n) ? ThreadChunks::Eight : ThreadChunks::OpConfig;
+}
+
+// Whether a quantizing norm's rows stay in registers on eight chunks per thread although they
+// reach kSharedNormMinChunks: whole bf16 rows without a residual on sm_90, where
+// norm_quantize_persistent_kernel takes them (launch), in quantize_chunks' lengths.
+bool quantizes_eight_in_registers(const NormForwardJob& job, device::Access access, std::int64_t n) {
+  // A whole warp's eight chunks of bf16 per thread.
+  constexpr std::int64_t kWholeEight = std::int64_t{device::QuantizingRows8::kChunks} *
+                                       (device::kChunkBytes / sizeof(__nv_bfloat16)) * device::kWarpThreads;
+  return job.quant != QuantScale::None && job.residual == nullptr && job.norm.x.dtype == DType::BF16 &&
+         access == device::Access::Vector && n % kWholeEight == 0 && quantize_chunks(job, n) == ThreadChunks::Eight &&
+         current_device_info().cc_major >= rows::kClusterMinMajor;
+}
+
+// Where a norm's rows live: in registers while one CTA holds them (without a residual, up to
+// kRegisterNormMaxChunks), else read twice (the second time from L2), else staged in shared
+// memory; quantizing norms keep rows in registers below kSharedNormMinChunks (and where
+// quantizes_eight_in_registers) and read longer ones again from L2 (twice, LayerNorm three times:
+// statistics, max |y|, output), else stage them.
+// NOTE: measured on the H200 (docs/performance.md): registers against staged at 16384 16-bit
+// columns (session 11): LayerNorm 3.70 TB/s against 3.16, add+RMSNorm 3.67 against 3.14, RMSNorm
+// 3.92 against 3.74 (persistent); read twice against the previous choice (session 13, bf16):
+// LayerNorm 3.18 → 3.70 and 2.63 → 3.22 at 32768 and 65536 columns, RMSNorm 3.80 → 3.96 and
+// 3.57 → 3.73 (persistent staged), add+RMSNorm 3.43 → 3.58 (a 2-CTA cluster in registers),
+// 2.93 → 3.54 and 2.80 → 3.26 at 131072; LayerNorm and RMSNorm at 131072 (16 chunks per thread)
+// ran 6 % and 3 % slower read twice than staged. The quantizing norms lost in registers at
+// every length (1.29 against 2.03 at 16384); read again from L2 against staged (session 22, bf16,
+// 16384 / 24576 / 32768 / 65536 columns): RMSNorm → e4m3 3.14 → 3.35 / 2.71 → 3.44 / 3.06 → 3.14 /
+// 2.63 → 2.68, LayerNorm → e4m3 2.21 → 2.34 / 2.08 → 2.39 / 2.10 → 2.18 / 1.90 → 1.88; at 12288
+// (1536 chunks) they lost to the registers (2.65 → 2.21, 3.18 → 2.91).
+device::Residence residence_of(const NormForwardJob& job, device::Access access, std::int64_t n) {
+  const NormForwardArgs& a = job.norm;
+  const int element = static_cast<int>(dtype_size(a.x.dtype));
+  const device::Residence staged = rows::residence_for(access, n, a.x.dtype, device::kSharedNormMinChunks);
+  const std::int64_t chunks = n / (device::kChunkBytes / element);
+  if (job.quant != QuantScale::None) {
+    if (quantizes_eight_in_registers(job, access, n)) return device::Residence::Registers;
+    if (job.residual == nullptr && access == device::Access::Vector && chunks >= device::kSharedNormMinChunks &&
+        device::plan_reread_rows(n, element, reread_packing(job)).valid())
+      return device::Residence::Reread;
+    return staged;
+  }
+  if (job.residual == nullptr && access == device::Access::Vector && chunks > device::kRegisterNormMaxChunks &&
+      device::plan_reread_rows(n, element, reread_packing(job)).valid())
+    return device::Residence::Reread;
+  if (staged == device::Residence::Registers) return staged;
+  const device::RowLayout in_registers = device::plan_rows<device::OneTensorRows>(n, element, rows::max_cluster_ctas());
+  if (in_registers.valid() && in_registers.cluster == 1) return device::Residence::Registers;
+  // NOTE: rows past kRereadThreadChunks chunks per thread of a 1024-thread CTA keep more of
+  // themselves in L2 at once: there only add+norm rereads (its staged kernel waits on the
+  // residual's loads), FewestWarps allowing up to RereadRows::kChunks.
+  return device::plan_reread_rows(n, element, reread_packing(job)).valid() ? device::Residence::Reread : staged;
 }
 
 // Whether quantizing rows in registers (QuantizingRows `layout`) run
@@ -268,12 +284,14 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
           using Eight = device::QuantizingRows8;
           const device::RowLayout eight = rows::plan<Eight>("x", shape.n, a.x.dtype);
           if (quantize_chunks(job, shape.n) == ThreadChunks::Eight && eight.cluster == 1 &&
-              eight.threads >= device::kWarpThreads && rows::whole_rows(eight, shape.n, shape.rows)) {
+              eight.threads >= device::kWarpThreads && rows::whole_slices(eight, shape.n)) {
             p.layout = eight;
             return go(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole>);
           }
         }
-        if (whole) return go(device::norm_quantize_persistent_kernel<T, Config, device::Access::Whole>);
+        // NOTE: a row per group, so any number of rows runs whole slices.
+        if (rows::whole_slices(p.layout, shape.n))
+          return go(device::norm_quantize_persistent_kernel<T, Config, device::Access::Whole>);
         return go(device::norm_quantize_persistent_kernel<T, Config, device::Access::Vector>);
       }
       if (!rms_unbiased) {

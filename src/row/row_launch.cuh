@@ -118,8 +118,11 @@ using ConfigFor = std::conditional_t<kAccess == device::Access::Scalar, device::
 // Whether rows of n columns read with vector access can be read as Whole under `layout`: every
 // thread's chunks inside its row (the row is exactly its CTAs' slices) and no CTA holding a row
 // past the last.
+inline bool whole_slices(const device::RowLayout& layout, std::int64_t n) {
+  return n == std::int64_t{layout.slice} * layout.cluster;
+}
 inline bool whole_rows(const device::RowLayout& layout, std::int64_t n, std::int64_t rows) {
-  return n == std::int64_t{layout.slice} * layout.cluster && rows % layout.rows_per_cta == 0;
+  return whole_slices(layout, n) && rows % layout.rows_per_cta == 0;
 }
 
 // Calls f(std::integral_constant<Access, access>{}): a kernel template's access as a constant.
