@@ -119,6 +119,14 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
 // At 16384 (session 24, run 6; read again from L2 before): RMSNorm → e4m3 3373 → 3957, LayerNorm →
 // e4m3 2334 → 2700 (two 256-thread groups per SM, one for LayerNorm's larger affine).
 constexpr ColumnRange kLayerNormFp8Eight{2048, 16384}, kRmsNormFp8EightPersistent{12288, 16384};
+// Where eight chunks per thread run at device::kEightDenseRegisters (five warps per scheduler, not
+// four): where that adds a row group per SM and it ran faster.
+// NOTE: measured on the H200 (session 25, bf16, 2^27 elements, GB/s, 104 → 96 registers): LayerNorm
+// → e4m3 3432 → 3573 at 6144 (six 96-thread groups per SM against five), but 3929 → 3900, 3991 →
+// 3937, 3936 → 3859, 3324 → 3135, 2381 → 2272, 2746 → 2626 at 2048 / 4096 / 8192 / 12288 / 14336 /
+// 16384, 3297 → 3202 at 10240 (a group more per SM there too), and RMSNorm → e4m3 4032 → 3924 at
+// 12288 (three groups against two).
+constexpr ColumnRange kLayerNormFp8EightDense{6144, 6144};
 
 ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   const ColumnRange& eight = job.norm.kind == NormKind::LayerNorm ? kLayerNormFp8Eight : kRmsNormFp8EightPersistent;
@@ -284,8 +292,12 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
           using Eight = device::QuantizingRows8;
           const device::RowLayout eight = rows::plan<Eight>("x", shape.n, a.x.dtype);
           if (quantize_chunks(job, shape.n) == ThreadChunks::Eight && eight.cluster == 1 &&
-              eight.threads >= device::kWarpThreads && rows::whole_slices(eight, shape.n)) {
+              eight.threads >= device::kWarpThreads && rows::whole_slices(eight, shape.n) &&
+              shape.rows < device::kPersistentEightMaxRows) {
             p.layout = eight;
+            if (a.kind == NormKind::LayerNorm && kLayerNormFp8EightDense.holds(shape.n))
+              return go(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole,
+                                                                device::kEightDenseRegisters>);
             return go(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole>);
           }
         }

@@ -18,6 +18,7 @@
 // NOTE: measured on the H200 (session 23, LayerNorm → e4m3 bf16 at 32768×4096): the persistent
 // kernel with rows loaded into registers ran 72.5 M instructions against 79.4 M but issued on 66 %
 // of cycles against 72 % (+1.4 %); with the bulk copies 73.4 M at 73 %: 3.31 → 3.75 TB/s.
+#include <bit>
 #include <cstdint>
 
 #include <cute/arch/copy_sm90_tma.hpp>
@@ -53,27 +54,39 @@ struct GlobalAffine {
   }
 };
 
+// Where SharedAffine's bias planes lie: after the weight's where there is a weight, else first
+// (Packed), or after the weight's place always (Fixed: an offset that needs no select on p.weight,
+// one register fewer; QuantizingRows8 fits 96 registers without spills with it, ptxas sm_90a, and
+// the four-chunk kernels spilled 24 bytes at 72).
+enum class BiasPlanes { Packed, Fixed };
+
+// The shared bytes of SharedAffine's n columns of weight and bias (those present), the weight's
+// place reserved wherever there is a bias (either BiasPlanes fits).
+template <class T>
+__host__ __device__ std::size_t shared_affine_bytes(int n, const void* w, const void* b) {
+  constexpr int kE = kChunkBytes / sizeof(T);
+  const auto chunks = static_cast<std::size_t>((n + kE - 1) / kE);
+  return chunks * kE * sizeof(float) * ((w || b ? 1 : 0) + (b ? 1 : 0));
+}
+
 // From shared memory, converted to floats once per CTA (norm_quantize_persistent_kernel): two
 // 16-byte shared loads per chunk of a 16-bit T replace a global load and eight conversions.
 // Plane k holds floats 4k … 4k + 3 of every chunk, so a warp's 16-byte loads are consecutive.
-template <class T>
+template <class T, BiasPlanes kBiasPlanes>
 struct SharedAffine {
   static constexpr int kE = kChunkBytes / sizeof(T);
   static constexpr int kPlanes = kE * sizeof(float) / kChunkBytes;
+  static constexpr int kChunkShift = std::countr_zero(static_cast<unsigned>(kE));  // c / kE = c >> kChunkShift
   const float4* weight;  // kPlanes planes of `chunks` float4 each
   const float4* bias;
   int chunks;
 
-  // The shared bytes of n columns' weight and bias (those present).
-  __host__ __device__ static std::size_t bytes(int n, const void* w, const void* b) {
-    const auto chunks = static_cast<std::size_t>((n + kE - 1) / kE);
-    return chunks * kE * sizeof(float) * ((w ? 1 : 0) + (b ? 1 : 0));
-  }
   // Converts the CTA's copy of rows of whole chunks (every thread of the CTA takes part; a
   // barrier must follow).
   __device__ SharedAffine(float4* smem, const NormForwardParams& p) : chunks((p.n + kE - 1) / kE) {
+    const bool after_weight = kBiasPlanes == BiasPlanes::Fixed || p.weight != nullptr;
     float4* const weight_planes = smem;
-    float4* const bias_planes = smem + (p.weight ? static_cast<std::size_t>(chunks) * kPlanes : 0);
+    float4* const bias_planes = smem + (after_weight ? static_cast<std::size_t>(chunks) * kPlanes : 0);
     const auto stage = [&](const T* from, float4* to) {
       for (int q = static_cast<int>(threadIdx.x); q < chunks; q += static_cast<int>(blockDim.x)) {
         float v[kE];
@@ -94,7 +107,9 @@ struct SharedAffine {
   static constexpr int kParts = kPlanes;
   template <class Terms, Access>
   __device__ __forceinline__ void get(int c, int k, float (&w)[4], float (&b)[4]) const {
-    const int q = c / kE;
+    // NOTE: a shift (columns are not negative): the signed division by kE and its fix-ups took
+    // ~6 instructions per chunk (SASS, sm_90a); its unsigned form spilled the four-chunk kernels.
+    const int q = c >> kChunkShift;
     if constexpr (Terms::kWeight) {
       const float4 v = weight[k * chunks + q];
       w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
@@ -251,7 +266,7 @@ struct PersistentQuantizeSmem {
   int groups;
 
   __host__ __device__ PersistentQuantizeSmem(int n, const void* weight, const void* bias, int groups)
-      : affine_bytes(SharedAffine<T>::bytes(n, weight, bias)),
+      : affine_bytes(shared_affine_bytes<T>(n, weight, bias)),
         row_bytes(static_cast<std::size_t>(n) * sizeof(T)),
         groups(groups) {}
   // A group's row in use and the next row landing.
@@ -277,19 +292,32 @@ struct PersistentQuantizeSmem {
 // the group has read it before that row's first all-reduce, which the copying thread has passed.
 // Its register cap: on QuantizingRows, kQuantizeMaxRegisters for whole rows (seven 128-thread
 // groups per SM), eight more where chunks may lie past the row (their tests spilled 12 bytes at
-// 72, ptxas sm_90a); on QuantizingRows8 (whole rows only), 104: the 64 values and the addresses
-// without spills (96 spilled 136 bytes), four warps per scheduler.
+// 72, ptxas sm_90a); on QuantizingRows8 (whole rows only), 104 (four warps per scheduler), or
+// kEightDenseRegisters where the host asks (src/norm/norm_forward.cu, kLayerNormFp8EightDense).
 template <class Config, Access kAccess>
 inline constexpr int kPersistentQuantizeMaxRegisters =
     Config::kChunks == QuantizingRows8::kChunks ? 104
                                                 : kQuantizeMaxRegisters + (kAccess == Access::Whole ? 0 : 8);
+// QuantizingRows8 at five warps per scheduler: the 64 values and the addresses fit without spills
+// by 32-bit row indices and BiasPlanes::Fixed (136 bytes spilled without them, ptxas sm_90a).
+inline constexpr int kEightDenseRegisters = 96;
+// The most rows norm_quantize_persistent_kernel takes on QuantizingRows8 (32-bit row indices, with
+// room for the rows in flight ahead).
+inline constexpr std::int64_t kPersistentEightMaxRows = std::int64_t{1} << 31;
 
-template <class T, class Config, Access kAccess>
-__global__ void __maxnreg__((kPersistentQuantizeMaxRegisters<Config, kAccess>)) norm_quantize_persistent_kernel(
+template <class T, class Config, Access kAccess, int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>>
+__global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     const NormForwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   using Smem = PersistentQuantizeSmem<T>;
+  // Eight chunks fit their caps by 32-bit row indices (the host keeps their rows below
+  // kPersistentEightMaxRows; 64-bit ones spilled 4 bytes at 104), and the dense cap by the bias
+  // planes at a fixed offset too.
+  constexpr bool kEight = Config::kChunks == QuantizingRows8::kChunks;
+  constexpr bool kDense = kMaxRegisters == kEightDenseRegisters;
+  using Row = std::conditional_t<kEight, std::uint32_t, std::int64_t>;
+  const auto rows = static_cast<Row>(p.rows);
   constexpr int kBuffers = Smem::kBuffers;
   extern __shared__ float4 smem[];
   const auto threads = static_cast<unsigned>(p.layout.threads);
@@ -303,27 +331,27 @@ __global__ void __maxnreg__((kPersistentQuantizeMaxRegisters<Config, kAccess>)) 
   auto* const landed = reinterpret_cast<std::uint64_t*>(base + layout.barriers_offset()) + kBuffers * group;
   const bool copier = slot.t == 0;
   const auto bytes = static_cast<std::uint32_t>(layout.row_bytes);
-  const auto copy_row = [&](std::int64_t row, int buffer) {
+  const auto copy_row = [&](Row row, int buffer) {
     Barrier::arrive_and_expect_tx(&landed[buffer], bytes);
     cute::SM90_BULK_COPY_G2S::copy(p.x.row<const T>(row, p.rows_per_batch), &landed[buffer],
                                    buffers + buffer * p.n, static_cast<std::int32_t>(bytes));
   };
 
-  const SharedAffine<T> affine(smem, p);
-  const std::int64_t first = std::int64_t{blockIdx.x} * groups + group;
-  const std::int64_t step = std::int64_t{gridDim.x} * groups;
+  const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed> affine(smem, p);
+  const Row first = Row{blockIdx.x} * groups + group;
+  const Row step = Row{gridDim.x} * groups;
   if (copier) {
     for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();  // the affine and the barriers
-  const std::int64_t lead = std::int64_t{kBuffers - 1} * step;  // the rows in flight ahead of this one
+  const Row lead = Row{kBuffers - 1} * step;  // the rows in flight ahead of this one
   if (copier)
-    for (int b = 0; b < kBuffers - 1 && first + b * step < p.rows; ++b) copy_row(first + b * step, b);
+    for (int b = 0; b < kBuffers - 1 && first + b * step < rows; ++b) copy_row(first + b * step, b);
   int k = 0;
-  for (std::int64_t row = first; row < p.rows; row += step, ++k) {
+  for (Row row = first; row < rows; row += step, ++k) {
     const int buffer = k % kBuffers;
-    if (copier && row + lead < p.rows) copy_row(row + lead, (k + kBuffers - 1) % kBuffers);
+    if (copier && row + lead < rows) copy_row(row + lead, (k + kBuffers - 1) % kBuffers);
     Barrier::wait(&landed[buffer], (k / kBuffers) & 1);
     RowTile<T, Config> h(slot);
     h.template load_staged<kAccess>(buffers + buffer * p.n, slot, p.n);
