@@ -119,6 +119,10 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
 // At 16384 (session 24, run 6; read again from L2 before): RMSNorm → e4m3 3373 → 3957, LayerNorm →
 // e4m3 2334 → 2700 (two 256-thread groups per SM, one for LayerNorm's larger affine).
 constexpr ColumnRange kLayerNormFp8Eight{2048, 16384}, kRmsNormFp8EightPersistent{12288, 16384};
+// RMSNorm → e4m3 past 16384 (read again from L2 before; one group of 10–12 warps per SM, the
+// weight's floats and two rows filling its shared memory): measured (session 25, run 4) 3234 →
+// 3291, 3355 → 3489, 3427 → 3629 at 20480 / 22528 / 24576, but 3228 → 2993 at 18432 (9 warps).
+constexpr ColumnRange kRmsNormFp8EightLong{20480, 24576};
 // Where eight chunks per thread run at device::kEightDenseRegisters (five warps per scheduler, not
 // four): where that adds a row group per SM and it ran faster.
 // NOTE: measured on the H200 (session 25, bf16, 2^27 elements, GB/s, 104 → 96 registers): LayerNorm
@@ -129,8 +133,10 @@ constexpr ColumnRange kLayerNormFp8Eight{2048, 16384}, kRmsNormFp8EightPersisten
 constexpr ColumnRange kLayerNormFp8EightDense{6144, 6144};
 
 ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
-  const ColumnRange& eight = job.norm.kind == NormKind::LayerNorm ? kLayerNormFp8Eight : kRmsNormFp8EightPersistent;
-  return eight.holds(n) ? ThreadChunks::Eight : ThreadChunks::OpConfig;
+  const bool eight = job.norm.kind == NormKind::LayerNorm
+                         ? kLayerNormFp8Eight.holds(n)
+                         : kRmsNormFp8EightPersistent.holds(n) || kRmsNormFp8EightLong.holds(n);
+  return eight ? ThreadChunks::Eight : ThreadChunks::OpConfig;
 }
 
 // Whether a quantizing norm's rows stay in registers on eight chunks per thread although they
@@ -140,9 +146,12 @@ bool quantizes_eight_in_registers(const NormForwardJob& job, device::Access acce
   // A whole warp's eight chunks of bf16 per thread.
   constexpr std::int64_t kWholeEight = std::int64_t{device::QuantizingRows8::kChunks} *
                                        (device::kChunkBytes / sizeof(__nv_bfloat16)) * device::kWarpThreads;
-  return job.quant != QuantScale::None && job.residual == nullptr && job.norm.x.dtype == DType::BF16 &&
+  const NormForwardArgs& a = job.norm;
+  return job.quant != QuantScale::None && job.residual == nullptr && a.x.dtype == DType::BF16 &&
          access == device::Access::Vector && n % kWholeEight == 0 && quantize_chunks(job, n) == ThreadChunks::Eight &&
-         current_device_info().cc_major >= rows::kClusterMinMajor;
+         current_device_info().cc_major >= rows::kClusterMinMajor &&
+         device::PersistentQuantizeSmem<__nv_bfloat16>(static_cast<int>(n), a.weight.data, a.bias.data, 1).bytes() <=
+             kStagedSharedBytes;
 }
 
 // Where a norm's rows live: in registers while one CTA holds them (without a residual, up to
@@ -273,38 +282,39 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     // registers at 16384–65536 columns (CTAs of up to 256 threads in clusters, or 512) against
     // 1.90–2.21 staged, and LayerNorm → e4m3 1.17–1.77 on the persistent staged kernel.
     if (access == device::Access::Vector && residence == device::Residence::Registers) {
+      const auto go_persistent = [&](auto kernel) {
+        p.layout.rows_per_cta = 1;  // a row per group
+        // Rows of one warp use no barrier; longer rows a hardware barrier per group.
+        const int max_groups = p.layout.threads > device::kWarpThreads
+                                   ? device::kHardwareBarriers - device::kFirstGroupBarrier
+                                   : device::kMaxRowThreads / device::kWarpThreads;
+        rows::launch_row_groups(kernel, p.layout, max_groups, shape.rows, p, stream, "norm_quantize_persistent_kernel",
+                                [&](int groups) {
+                                  return device::PersistentQuantizeSmem<T>(p.n, p.weight, p.bias, groups).bytes();
+                                });
+      };
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        // NOTE: before QuantizingRows' plan: past 16384 columns its rows take clusters.
+        using Eight = device::QuantizingRows8;
+        if (quantize_chunks(job, shape.n) == ThreadChunks::Eight) {
+          p.layout = rows::plan<Eight>("x", shape.n, a.x.dtype);
+          if (rows::whole_slices(p.layout, shape.n) && shape.rows < device::kPersistentEightMaxRows &&
+              persistent_quantize<T>(job, p.layout, shape.n)) {
+            if (a.kind == NormKind::LayerNorm && kLayerNormFp8EightDense.holds(shape.n))
+              return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole,
+                                                                           device::kEightDenseRegisters>);
+            return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole>);
+          }
+        }
+      }
       using Config = device::QuantizingRows;
       p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
       const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
       if (persistent_quantize<T>(job, p.layout, shape.n)) {
-        const auto go = [&](auto kernel) {
-          p.layout.rows_per_cta = 1;  // a row per group
-          // Rows of one warp use no barrier; longer rows a hardware barrier per group.
-          const int max_groups = p.layout.threads > device::kWarpThreads
-                                     ? device::kHardwareBarriers - device::kFirstGroupBarrier
-                                     : device::kMaxRowThreads / device::kWarpThreads;
-          rows::launch_row_groups(kernel, p.layout, max_groups, shape.rows, p, stream, "norm_quantize_persistent_kernel",
-                                  [&](int groups) {
-                                    return device::PersistentQuantizeSmem<T>(p.n, p.weight, p.bias, groups).bytes();
-                                  });
-        };
-        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-          using Eight = device::QuantizingRows8;
-          const device::RowLayout eight = rows::plan<Eight>("x", shape.n, a.x.dtype);
-          if (quantize_chunks(job, shape.n) == ThreadChunks::Eight && eight.cluster == 1 &&
-              eight.threads >= device::kWarpThreads && rows::whole_slices(eight, shape.n) &&
-              shape.rows < device::kPersistentEightMaxRows) {
-            p.layout = eight;
-            if (a.kind == NormKind::LayerNorm && kLayerNormFp8EightDense.holds(shape.n))
-              return go(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole,
-                                                                device::kEightDenseRegisters>);
-            return go(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole>);
-          }
-        }
         // NOTE: a row per group, so any number of rows runs whole slices.
         if (rows::whole_slices(p.layout, shape.n))
-          return go(device::norm_quantize_persistent_kernel<T, Config, device::Access::Whole>);
-        return go(device::norm_quantize_persistent_kernel<T, Config, device::Access::Vector>);
+          return go_persistent(device::norm_quantize_persistent_kernel<T, Config, device::Access::Whole>);
+        return go_persistent(device::norm_quantize_persistent_kernel<T, Config, device::Access::Vector>);
       }
       if (!rms_unbiased) {
         const auto go = [&](auto kernel) {
