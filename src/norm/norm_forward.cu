@@ -118,11 +118,27 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
 // RMSNorm → e4m3 3622 → 4036 at 12288 but 2–3 % slower at 2048–8192 (its rows cost less each).
 // At 16384 (session 24, run 6; read again from L2 before): RMSNorm → e4m3 3373 → 3957, LayerNorm →
 // e4m3 2334 → 2700 (two 256-thread groups per SM, one for LayerNorm's larger affine).
-constexpr ColumnRange kLayerNormFp8Eight{2048, 16384}, kRmsNormFp8EightPersistent{12288, 16384};
-// RMSNorm → e4m3 past 16384 (read again from L2 before; one group of 10–12 warps per SM, the
+// Past 16384 (session 26, run 1, against read again from L2; weight and bias as bf16 below):
+// LayerNorm → e4m3 2240 → 2440, 2327 → 2689, 2381 → 2988, 2058 → 2948, 2168 → 3077 at 18432 /
+// 20480 / 24576 / 28672 / 32768.
+constexpr ColumnRange kLayerNormFp8Eight{2048, 32768}, kRmsNormFp8EightPersistent{12288, 16384};
+// RMSNorm → e4m3 past 16384 (read again from L2 before; one group of 10–16 warps per SM, the
 // weight's floats and two rows filling its shared memory): measured (session 25, run 4) 3234 →
 // 3291, 3355 → 3489, 3427 → 3629 at 20480 / 22528 / 24576, but 3228 → 2993 at 18432 (9 warps).
-constexpr ColumnRange kRmsNormFp8EightLong{20480, 24576};
+constexpr ColumnRange kRmsNormFp8EightLong{20480, 32768};
+// Where eight chunks per thread keep the weight and bias as their bf16 values in shared memory
+// (device::AffineFormat::Native): where the floats leave room for fewer row groups per SM
+// (LayerNorm from 12288, at 14336 one group of 7–8 warps against two; 18432–32768 and RMSNorm 26624–32768:
+// none against one).
+// NOTE: measured on the H200 (session 26, run 1, bf16, 2^27 elements, GB/s, floats → bf16 values):
+// LayerNorm → e4m3 3287 → 3391, 2378 → 3176, 2734 → 3584 at 12288 / 14336 / 16384, none at 10240
+// (3282 against 3287); RMSNorm → e4m3 (against read again from L2) 2814 → 3377, 2943 → 3583,
+// 3127 → 3751 at 26624 / 28672 / 32768.
+constexpr ColumnRange kLayerNormFp8Native{12288, 32768}, kRmsNormFp8Native{26624, 32768};
+// Where they take one row buffer per group (device::RowBuffers::One): LayerNorm rows whose bf16
+// weight and bias and two rows do not fit (16-warp groups at 32768).
+constexpr ColumnRange kLayerNormFp8OneBuffer{26624, 32768};
+
 // Where eight chunks per thread run at device::kEightDenseRegisters (five warps per scheduler, not
 // four): where that adds a row group per SM and it ran faster.
 // NOTE: measured on the H200 (session 25, bf16, 2^27 elements, GB/s, 104 → 96 registers): LayerNorm
@@ -139,6 +155,19 @@ ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   return eight ? ThreadChunks::Eight : ThreadChunks::OpConfig;
 }
 
+// How norm_quantize_persistent_kernel's eight-chunk rows keep the weight and bias, and how many
+// row buffers their groups take.
+struct EightForm {
+  device::AffineFormat affine;
+  device::RowBuffers buffers;
+};
+EightForm eight_form(const NormForwardJob& job, std::int64_t n) {
+  const bool layer_norm = job.norm.kind == NormKind::LayerNorm;
+  const ColumnRange& native = layer_norm ? kLayerNormFp8Native : kRmsNormFp8Native;
+  return {native.holds(n) ? device::AffineFormat::Native : device::AffineFormat::Float,
+          layer_norm && kLayerNormFp8OneBuffer.holds(n) ? device::RowBuffers::One : device::RowBuffers::Two};
+}
+
 // Whether a quantizing norm's rows stay in registers on eight chunks per thread although they
 // reach kSharedNormMinChunks: whole bf16 rows without a residual on sm_90, where
 // norm_quantize_persistent_kernel takes them (launch), in quantize_chunks' lengths.
@@ -150,8 +179,9 @@ bool quantizes_eight_in_registers(const NormForwardJob& job, device::Access acce
   return job.quant != QuantScale::None && job.residual == nullptr && a.x.dtype == DType::BF16 &&
          access == device::Access::Vector && n % kWholeEight == 0 && quantize_chunks(job, n) == ThreadChunks::Eight &&
          current_device_info().cc_major >= rows::kClusterMinMajor &&
-         device::PersistentQuantizeSmem<__nv_bfloat16>(static_cast<int>(n), a.weight.data, a.bias.data, 1).bytes() <=
-             kStagedSharedBytes;
+         device::PersistentQuantizeSmem<__nv_bfloat16>(static_cast<int>(n), a.weight.data, a.bias.data, 1,
+                                                       eight_form(job, n).affine, eight_form(job, n).buffers)
+                 .bytes() <= kStagedSharedBytes;
 }
 
 // Where a norm's rows live: in registers while one CTA holds them (without a residual, up to
@@ -196,7 +226,7 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
 
 // Whether quantizing rows in registers (QuantizingRows `layout`) run
 // norm_quantize_persistent_kernel: on sm_90 (bulk copies), for rows of whole warps in one CTA
-// whose weight and bias (as floats) and two row buffers fit a CTA's shared memory.
+// whose weight and bias (in `affine`) and row buffers fit a CTA's shared memory.
 // NOTE: measured on the H200 (session 23, 2^27 elements, GB/s) against the kernels they ran on
 // before: LayerNorm → e4m3 bf16 3566 → 3987, 3289 → 3843, 3306 → 3751, 3068 → 3387, 3006 → 3412,
 // 2695 → 2928 at 1024 / 2048 / 4096 / 6144 / 8192 / 12288 columns (norm_quantize_kernel), f16
@@ -204,12 +234,14 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
 // RmsNormUnbiased, its max |y| in its one all-reduce) 3800 → 3912, 3710 → 3977, 3971 → 4014, 3974 →
 // 4057, 3168 → 3595 at 1024 / 2048 / 4096 / 8192 / 12288.
 template <class T>
-bool persistent_quantize(const NormForwardJob& job, const device::RowLayout& layout, std::int64_t n) {
+bool persistent_quantize(const NormForwardJob& job, const device::RowLayout& layout, std::int64_t n,
+                         device::AffineFormat affine, device::RowBuffers buffers) {
   const NormForwardArgs& a = job.norm;
   return current_device_info().cc_major >= rows::kClusterMinMajor && layout.threads >= device::kWarpThreads &&
          layout.cluster == 1 &&
-         device::PersistentQuantizeSmem<T>(static_cast<int>(n), a.weight.data, a.bias.data, 1).bytes() <=
-             kStagedSharedBytes;
+         (buffers == device::RowBuffers::Two || layout.threads > device::kWarpThreads) &&
+         device::PersistentQuantizeSmem<T>(static_cast<int>(n), a.weight.data, a.bias.data, 1, affine, buffers)
+                 .bytes() <= kStagedSharedBytes;
 }
 
 template <class T, class Out>
@@ -282,7 +314,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
     // registers at 16384–65536 columns (CTAs of up to 256 threads in clusters, or 512) against
     // 1.90–2.21 staged, and LayerNorm → e4m3 1.17–1.77 on the persistent staged kernel.
     if (access == device::Access::Vector && residence == device::Residence::Registers) {
-      const auto go_persistent = [&](auto kernel) {
+      const auto go_persistent = [&](auto kernel, device::AffineFormat affine, device::RowBuffers buffers) {
         p.layout.rows_per_cta = 1;  // a row per group
         // Rows of one warp use no barrier; longer rows a hardware barrier per group.
         const int max_groups = p.layout.threads > device::kWarpThreads
@@ -290,7 +322,9 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                                    : device::kMaxRowThreads / device::kWarpThreads;
         rows::launch_row_groups(kernel, p.layout, max_groups, shape.rows, p, stream, "norm_quantize_persistent_kernel",
                                 [&](int groups) {
-                                  return device::PersistentQuantizeSmem<T>(p.n, p.weight, p.bias, groups).bytes();
+                                  return device::PersistentQuantizeSmem<T>(p.n, p.weight, p.bias, groups, affine,
+                                                                           buffers)
+                                      .bytes();
                                 });
       };
       if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -298,23 +332,40 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
         using Eight = device::QuantizingRows8;
         if (quantize_chunks(job, shape.n) == ThreadChunks::Eight) {
           p.layout = rows::plan<Eight>("x", shape.n, a.x.dtype);
+          const EightForm form = eight_form(job, shape.n);
           if (rows::whole_slices(p.layout, shape.n) && shape.rows < device::kPersistentEightMaxRows &&
-              persistent_quantize<T>(job, p.layout, shape.n)) {
+              persistent_quantize<T>(job, p.layout, shape.n, form.affine, form.buffers)) {
+            using device::AffineFormat, device::RowBuffers, device::Access;
+            if (form.affine == AffineFormat::Native && form.buffers == RowBuffers::One)
+              return go_persistent(
+                  device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native, RowBuffers::One>,
+                  form.affine, form.buffers);
+            if (form.affine == AffineFormat::Native)
+              return go_persistent(
+                  device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native, RowBuffers::Two>,
+                  form.affine, form.buffers);
             if (a.kind == NormKind::LayerNorm && kLayerNormFp8EightDense.holds(shape.n))
-              return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole,
-                                                                           device::kEightDenseRegisters>);
-            return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, device::Access::Whole>);
+              return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Float,
+                                                                           RowBuffers::Two, device::kEightDenseRegisters>,
+                                   form.affine, form.buffers);
+            return go_persistent(
+                device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Float, RowBuffers::Two>,
+                form.affine, form.buffers);
           }
         }
       }
       using Config = device::QuantizingRows;
       p.layout = rows::plan<Config>("x", shape.n, a.x.dtype);
       const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
-      if (persistent_quantize<T>(job, p.layout, shape.n)) {
+      constexpr auto kFloat = device::AffineFormat::Float;
+      constexpr auto kTwo = device::RowBuffers::Two;
+      if (persistent_quantize<T>(job, p.layout, shape.n, kFloat, kTwo)) {
         // NOTE: a row per group, so any number of rows runs whole slices.
         if (rows::whole_slices(p.layout, shape.n))
-          return go_persistent(device::norm_quantize_persistent_kernel<T, Config, device::Access::Whole>);
-        return go_persistent(device::norm_quantize_persistent_kernel<T, Config, device::Access::Vector>);
+          return go_persistent(device::norm_quantize_persistent_kernel<T, Config, device::Access::Whole, kFloat, kTwo>,
+                               kFloat, kTwo);
+        return go_persistent(device::norm_quantize_persistent_kernel<T, Config, device::Access::Vector, kFloat, kTwo>,
+                             kFloat, kTwo);
       }
       if (!rms_unbiased) {
         const auto go = [&](auto kernel) {

@@ -439,7 +439,9 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // the row (2056: three warps of four chunks, 3072 columns); bf16 LayerNorm rows of 2048, 6144,
 // 12288 and 16384 columns take eight chunks per thread (one warp, three at 96 registers, six,
 // eight), RMSNorm's of 12288, 16384 and 24576 too (twelve warps; any number of rows: a row per
-// group); other rows of 24576 columns are read again from L2.
+// group); LayerNorm's of 12288, 16384, 24576 and 32768 and RMSNorm's of 32768 keep the weight and bias as
+// bf16 in shared memory (AffineFormat::Native), LayerNorm's of 32768 with one row buffer per group
+// (RowBuffers::One); other rows of 24576 and 32768 columns are read again from L2.
 TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
@@ -448,7 +450,7 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   for (const Shape& s : {Shape{9001, 1024, 1024}, Shape{3001, 4096, 4104}, Shape{2503, 2056, 2056},
                          Shape{4099, 2048, 2048}, Shape{1501, 6144, 6144},
                          Shape{1001, 12288, 12288}, Shape{777, 16384, 16384},
-                         Shape{555, 24576, 24576}}) {
+                         Shape{555, 24576, 24576}, Shape{333, 32768, 32768}}) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
     check_quantize(kind, dt, s, seed, true, true, -3.0f, 3.0f);
     check_quantize(kind, dt, s, seed + 7, false, true, 100.0f, 104.0f);

@@ -18,6 +18,7 @@
 // NOTE: measured on the H200 (session 23, LayerNorm → e4m3 bf16 at 32768×4096): the persistent
 // kernel with rows loaded into registers ran 72.5 M instructions against 79.4 M but issued on 66 %
 // of cycles against 72 % (+1.4 %); with the bulk copies 73.4 M at 73 %: 3.31 → 3.75 TB/s.
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 
@@ -60,40 +61,61 @@ struct GlobalAffine {
 // the four-chunk kernels spilled 24 bytes at 72).
 enum class BiasPlanes { Packed, Fixed };
 
-// The shared bytes of SharedAffine's n columns of weight and bias (those present), the weight's
-// place reserved wherever there is a bias (either BiasPlanes fits).
+// How SharedAffine keeps the weight and bias: as floats, converted once per CTA (Float), or as
+// the tensors' own 16-bit values, converted at every use (Native: half the shared memory, so a
+// row group more fits an SM where the floats leave room for fewer; src/norm/norm_forward.cu).
+enum class AffineFormat { Float, Native };
+
+// The shared bytes of SharedAffine's n columns of weight and bias (those present) in `format`, the
+// weight's place reserved wherever there is a bias (either BiasPlanes fits).
 template <class T>
-__host__ __device__ std::size_t shared_affine_bytes(int n, const void* w, const void* b) {
+__host__ __device__ std::size_t shared_affine_bytes(int n, const void* w, const void* b, AffineFormat format) {
   constexpr int kE = kChunkBytes / sizeof(T);
   const auto chunks = static_cast<std::size_t>((n + kE - 1) / kE);
-  return chunks * kE * sizeof(float) * ((w || b ? 1 : 0) + (b ? 1 : 0));
+  const std::size_t value_bytes = format == AffineFormat::Float ? sizeof(float) : sizeof(T);
+  return chunks * kE * value_bytes * ((w || b ? 1 : 0) + (b ? 1 : 0));
 }
 
-// From shared memory, converted to floats once per CTA (norm_quantize_persistent_kernel): two
-// 16-byte shared loads per chunk of a 16-bit T replace a global load and eight conversions.
-// Plane k holds floats 4k … 4k + 3 of every chunk, so a warp's 16-byte loads are consecutive.
-template <class T, BiasPlanes kBiasPlanes>
+// From shared memory (norm_quantize_persistent_kernel): as floats, two 16-byte shared loads per
+// chunk of a 16-bit T replace a global load and eight conversions; as 16-bit values, two 8-byte
+// loads and the conversions. Plane k holds values 4k … 4k + 3 of every chunk, so a warp's loads
+// are consecutive.
+template <class T, BiasPlanes kBiasPlanes, AffineFormat kFormat>
 struct SharedAffine {
+  static_assert(kFormat == AffineFormat::Float || sizeof(T) == 2, "Native: 16-bit values");
   static constexpr int kE = kChunkBytes / sizeof(T);
-  static constexpr int kPlanes = kE * sizeof(float) / kChunkBytes;
+  static constexpr int kPart = 4;  // values of a chunk per plane
+  static constexpr int kPlanes = kE / kPart;
   static constexpr int kChunkShift = std::countr_zero(static_cast<unsigned>(kE));  // c / kE = c >> kChunkShift
-  const float4* weight;  // kPlanes planes of `chunks` float4 each
-  const float4* bias;
+  using Plane = std::conditional_t<kFormat == AffineFormat::Float, float4, Pack<T, kPart>>;
+  const Plane* weight;  // kPlanes planes of `chunks` each
+  const Plane* bias;
   int chunks;
 
-  // Converts the CTA's copy of rows of whole chunks (every thread of the CTA takes part; a
-  // barrier must follow).
-  __device__ SharedAffine(float4* smem, const NormForwardParams& p) : chunks((p.n + kE - 1) / kE) {
+  // Stages the CTA's copy of rows of whole chunks (every thread of the CTA takes part; a barrier
+  // must follow).
+  __device__ SharedAffine(void* smem, const NormForwardParams& p) : chunks((p.n + kE - 1) / kE) {
     const bool after_weight = kBiasPlanes == BiasPlanes::Fixed || p.weight != nullptr;
-    float4* const weight_planes = smem;
-    float4* const bias_planes = smem + (after_weight ? static_cast<std::size_t>(chunks) * kPlanes : 0);
-    const auto stage = [&](const T* from, float4* to) {
+    Plane* const weight_planes = static_cast<Plane*>(smem);
+    Plane* const bias_planes = weight_planes + (after_weight ? static_cast<std::size_t>(chunks) * kPlanes : 0);
+    const auto stage = [&](const T* from, Plane* to) {
       for (int q = static_cast<int>(threadIdx.x); q < chunks; q += static_cast<int>(blockDim.x)) {
-        float v[kE];
-        unpack_floats<T, kE>(load_pack<T, kE, Cache::Keep, Access::Vector>(from, q * kE, p.n), v);
+        const Pack<T, kE> chunk = load_pack<T, kE, Cache::Keep, Access::Vector>(from, q * kE, p.n);
+        if constexpr (kFormat == AffineFormat::Float) {
+          float v[kE];
+          unpack_floats<T, kE>(chunk, v);
 #pragma unroll
-        for (int k = 0; k < kPlanes; ++k)
-          to[k * chunks + q] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+          for (int k = 0; k < kPlanes; ++k)
+            to[k * chunks + q] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < kPlanes; ++k) {
+            Pack<T, kPart> part;
+#pragma unroll
+            for (int e = 0; e < kPart; ++e) part.e[e] = chunk.e[k * kPart + e];
+            to[k * chunks + q] = part;
+          }
+        }
       }
     };
     if (p.weight) stage(static_cast<const T*>(p.weight), weight_planes);
@@ -102,24 +124,28 @@ struct SharedAffine {
     bias = bias_planes;
   }
 
-  // Part k of chunk c: one plane's float4 of each term, so a chunk's terms take 8 registers at a
+  // Part k of chunk c: one plane's values of each term, so a chunk's terms take 8 registers at a
   // time, not 16 (norm_quantize_persistent_kernel spilled at 72 with whole chunks).
   static constexpr int kParts = kPlanes;
   template <class Terms, Access>
-  __device__ __forceinline__ void get(int c, int k, float (&w)[4], float (&b)[4]) const {
+  __device__ __forceinline__ void get(int c, int k, float (&w)[kPart], float (&b)[kPart]) const {
     // NOTE: a shift (columns are not negative): the signed division by kE and its fix-ups took
     // ~6 instructions per chunk (SASS, sm_90a); its unsigned form spilled the four-chunk kernels.
     const int q = c >> kChunkShift;
-    if constexpr (Terms::kWeight) {
-      const float4 v = weight[k * chunks + q];
-      w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-    }
-    if constexpr (Terms::kBias) {
-      const float4 v = bias[k * chunks + q];
-      b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
-    }
+    if constexpr (Terms::kWeight) to_floats(weight[k * chunks + q], w);
+    if constexpr (Terms::kBias) to_floats(bias[k * chunks + q], b);
+  }
+
+ private:
+  __device__ __forceinline__ static void to_floats(const Plane v, float (&out)[kPart]) {
+    if constexpr (kFormat == AffineFormat::Float) out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    else unpack_floats<T, kPart>(v, out);
   }
 };
+
+// Whether norm_quantize_row's all-reduce call site `site` is its row's first: LayerNorm's moments
+// (0), RMSNorm's Σh² (2).
+constexpr bool is_first_allreduce(int site) { return site == 0 || site == 2; }
 
 // One quantizing row, `row` (live: row < rows), of which this thread holds `slot`'s chunks `h`
 // (chunks past the row read as 0, so they add nothing to Σh and Σh²); `allreduce(site, v, op)`
@@ -258,32 +284,37 @@ __global__ void __maxnreg__(kQuantizeMaxRegisters) norm_quantize_kernel(const No
   cluster_finish(p.layout);
 }
 
+// How many row buffers each of norm_quantize_persistent_kernel's groups has: two (the row in use
+// and the next landing: its copy issued a row ahead), or one where two do not fit (the next row's
+// copy issued once every thread of the group has read this one, at its first all-reduce).
+// NOTE: measured on the H200 (session 24): a third buffer (two rows in flight) ran LayerNorm →
+// e4m3 1–2.5 % slower at 2048–8192 columns: the rows' latency does not bound them.
+enum class RowBuffers : int { One = 1, Two = 2 };
+
 // The shared memory of norm_quantize_persistent_kernel's CTA of `groups` rows: the weight and bias
-// as floats (SharedAffine), then each group's row buffers, then an mbarrier per buffer.
+// (SharedAffine, in `format`), then each group's row buffers, then an mbarrier per buffer.
 template <class T>
 struct PersistentQuantizeSmem {
   std::size_t affine_bytes, row_bytes;
-  int groups;
+  int groups, buffers;
 
-  __host__ __device__ PersistentQuantizeSmem(int n, const void* weight, const void* bias, int groups)
-      : affine_bytes(shared_affine_bytes<T>(n, weight, bias)),
+  __host__ __device__ PersistentQuantizeSmem(int n, const void* weight, const void* bias, int groups,
+                                             AffineFormat format, RowBuffers buffers)
+      : affine_bytes(shared_affine_bytes<T>(n, weight, bias, format)),
         row_bytes(static_cast<std::size_t>(n) * sizeof(T)),
-        groups(groups) {}
-  // A group's row in use and the next row landing.
-  // NOTE: measured on the H200 (session 24): a third buffer (two rows in flight) ran LayerNorm →
-  // e4m3 1–2.5 % slower at 2048–8192 columns: the rows' latency does not bound them.
-  static constexpr int kBuffers = 2;
+        groups(groups),
+        buffers(static_cast<int>(buffers)) {}
   __host__ __device__ std::size_t buffers_offset() const { return affine_bytes; }
   __host__ __device__ std::size_t barriers_offset() const {
-    return affine_bytes + static_cast<std::size_t>(groups) * kBuffers * row_bytes;
+    return affine_bytes + static_cast<std::size_t>(groups) * buffers * row_bytes;
   }
   __host__ __device__ std::size_t bytes() const {
-    return barriers_offset() + static_cast<std::size_t>(groups) * kBuffers * sizeof(std::uint64_t);
+    return barriers_offset() + static_cast<std::size_t>(groups) * buffers * sizeof(std::uint64_t);
   }
 };
 
 // Persistent CTAs of row groups (p.layout's rows of whole warps, blockDim.x / threads of them per
-// CTA; sm_90), the weight and bias converted to floats in shared memory once per CTA and each
+// CTA; sm_90), the weight and bias staged in shared memory once per CTA (kAffine) and each
 // row copied into shared memory by one bulk copy, issued a row ahead by the group's first thread.
 // Group g of CTA b takes rows (b + k·gridDim.x)·groups + g; its all-reduces meet at its own
 // barrier (RowGroup) and alternate two scratch slots per call site from row to row
@@ -305,7 +336,8 @@ inline constexpr int kEightDenseRegisters = 96;
 // room for the rows in flight ahead).
 inline constexpr std::int64_t kPersistentEightMaxRows = std::int64_t{1} << 31;
 
-template <class T, class Config, Access kAccess, int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>>
+template <class T, class Config, Access kAccess, AffineFormat kAffine, RowBuffers kRowBuffers,
+          int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>>
 __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     const NormForwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -318,14 +350,14 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   constexpr bool kDense = kMaxRegisters == kEightDenseRegisters;
   using Row = std::conditional_t<kEight, std::uint32_t, std::int64_t>;
   const auto rows = static_cast<Row>(p.rows);
-  constexpr int kBuffers = Smem::kBuffers;
+  constexpr int kBuffers = static_cast<int>(kRowBuffers);
   extern __shared__ float4 smem[];
   const auto threads = static_cast<unsigned>(p.layout.threads);
   const auto group = static_cast<int>(threadIdx.x / threads);
   const auto groups = static_cast<int>(blockDim.x / threads);
   const RowSlot slot{0, static_cast<int>(threadIdx.x - group * threads), static_cast<int>(threads)};
   const RowGroup row_group{kFirstGroupBarrier + group, group * static_cast<int>(threads / kWarpThreads)};
-  const Smem layout(p.n, p.weight, p.bias, groups);
+  const Smem layout(p.n, p.weight, p.bias, groups, kAffine, kRowBuffers);
   auto* const base = reinterpret_cast<char*>(smem);
   T* const buffers = reinterpret_cast<T*>(base + layout.buffers_offset()) + std::size_t{kBuffers} * group * p.n;
   auto* const landed = reinterpret_cast<std::uint64_t*>(base + layout.barriers_offset()) + kBuffers * group;
@@ -337,7 +369,7 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
                                    buffers + buffer * p.n, static_cast<std::int32_t>(bytes));
   };
 
-  const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed> affine(smem, p);
+  const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed, kAffine> affine(smem, p);
   const Row first = Row{blockIdx.x} * groups + group;
   const Row step = Row{gridDim.x} * groups;
   if (copier) {
@@ -345,21 +377,28 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();  // the affine and the barriers
-  const Row lead = Row{kBuffers - 1} * step;  // the rows in flight ahead of this one
+  // The rows in flight ahead of this one (at the loop's top; one buffer: none, the first row).
+  const Row lead = Row{kBuffers - 1} * step;
   if (copier)
-    for (int b = 0; b < kBuffers - 1 && first + b * step < rows; ++b) copy_row(first + b * step, b);
+    for (int b = 0; b < std::max(kBuffers - 1, 1) && first + b * step < rows; ++b) copy_row(first + b * step, b);
   int k = 0;
   for (Row row = first; row < rows; row += step, ++k) {
     const int buffer = k % kBuffers;
-    if (copier && row + lead < rows) copy_row(row + lead, (k + kBuffers - 1) % kBuffers);
+    if constexpr (kBuffers > 1)
+      if (copier && row + lead < rows) copy_row(row + lead, (k + kBuffers - 1) % kBuffers);
     Barrier::wait(&landed[buffer], (k / kBuffers) & 1);
     RowTile<T, Config> h(slot);
     h.template load_staged<kAccess>(buffers + buffer * p.n, slot, p.n);
     const int parity = k & 1;
     norm_quantize_row<T, Config, kAccess>(p, row, true, slot, h, affine, [&](auto site, auto v, auto op) {
       constexpr int kSites = 4;
-      return parity == 0 ? group_allreduce<decltype(site)::value>(v, op, p.layout, row_group)
-                         : group_allreduce<decltype(site)::value + kSites>(v, op, p.layout, row_group);
+      const auto reduced = parity == 0 ? group_allreduce<decltype(site)::value>(v, op, p.layout, row_group)
+                                       : group_allreduce<decltype(site)::value + kSites>(v, op, p.layout, row_group);
+      // One buffer: every thread of the group has read the row before its first all-reduce
+      // (multi-warp groups meet at a barrier there; the host asks for them).
+      if constexpr (kBuffers == 1 && is_first_allreduce(decltype(site)::value))
+        if (copier && row + step < rows) copy_row(row + step, 0);
+      return reduced;
     });
   }
 #endif
