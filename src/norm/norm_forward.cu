@@ -148,40 +148,65 @@ constexpr ColumnRange kLayerNormFp8OneBuffer{26624, 32768};
 // 12288 (three groups against two).
 constexpr ColumnRange kLayerNormFp8EightDense{6144, 6144};
 
+// Where eight chunks per thread split each row over a cluster of two CTAs (device::RowSplit::Pair,
+// the weight and bias as bf16; one group of 9–16 warps per SM) past 32768 columns.
+// NOTE: measured on the H200 (session 26, run 2, bf16, 2^27 elements, GB/s, against read again
+// from L2): LayerNorm → e4m3 2065 → 2183, 2155 → 2402, 2215 → 2721, 1878 → 2676, 1900 → 2849 at
+// 36864 / 40960 / 49152 / 57344 / 65536; RMSNorm → e4m3 2661 → 3184, 2692 → 3425 at 57344 / 65536,
+// but 3011 → 2589, 3010 → 2844, 3196 → 3172 at 36864 / 40960 / 49152 (its L2 rereads cost less:
+// one pass fewer than LayerNorm's).
+constexpr ColumnRange kLayerNormFp8Pair{36864, 65536}, kRmsNormFp8Pair{57344, 65536};
+
 ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   const bool eight = job.norm.kind == NormKind::LayerNorm
-                         ? kLayerNormFp8Eight.holds(n)
-                         : kRmsNormFp8EightPersistent.holds(n) || kRmsNormFp8EightLong.holds(n);
+                         ? kLayerNormFp8Eight.holds(n) || kLayerNormFp8Pair.holds(n)
+                         : kRmsNormFp8EightPersistent.holds(n) || kRmsNormFp8EightLong.holds(n) ||
+                               kRmsNormFp8Pair.holds(n);
   return eight ? ThreadChunks::Eight : ThreadChunks::OpConfig;
 }
 
-// How norm_quantize_persistent_kernel's eight-chunk rows keep the weight and bias, and how many
-// row buffers their groups take.
+// The layout of bf16 rows of n columns on eight chunks per thread: one CTA up to 32768 columns,
+// clusters past them.
+device::RowLayout eight_chunk_layout(std::int64_t n) {
+  return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas());
+}
+
+// How norm_quantize_persistent_kernel's eight-chunk rows of `layout` keep the weight and bias, and
+// how many row buffers their groups take, by the columns each CTA holds (split rows: bf16 always).
 struct EightForm {
   device::AffineFormat affine;
   device::RowBuffers buffers;
 };
-EightForm eight_form(const NormForwardJob& job, std::int64_t n) {
+EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout) {
   const bool layer_norm = job.norm.kind == NormKind::LayerNorm;
   const ColumnRange& native = layer_norm ? kLayerNormFp8Native : kRmsNormFp8Native;
-  return {native.holds(n) ? device::AffineFormat::Native : device::AffineFormat::Float,
-          layer_norm && kLayerNormFp8OneBuffer.holds(n) ? device::RowBuffers::One : device::RowBuffers::Two};
+  const bool split = layout.cluster > 1;
+  return {split || native.holds(layout.slice) ? device::AffineFormat::Native : device::AffineFormat::Float,
+          layer_norm && kLayerNormFp8OneBuffer.holds(layout.slice) ? device::RowBuffers::One : device::RowBuffers::Two};
+}
+
+// The shared bytes of norm_quantize_persistent_kernel's CTA of one group of `layout`'s rows.
+template <class T>
+std::size_t persistent_quantize_bytes(const NormForwardArgs& a, const device::RowLayout& layout,
+                                      device::AffineFormat affine, device::RowBuffers buffers) {
+  return device::PersistentQuantizeSmem<T>(layout.slice, a.weight.data, a.bias.data, 1, affine, buffers).bytes();
 }
 
 // Whether a quantizing norm's rows stay in registers on eight chunks per thread although they
 // reach kSharedNormMinChunks: whole bf16 rows without a residual on sm_90, where
 // norm_quantize_persistent_kernel takes them (launch), in quantize_chunks' lengths.
 bool quantizes_eight_in_registers(const NormForwardJob& job, device::Access access, std::int64_t n) {
-  // A whole warp's eight chunks of bf16 per thread.
-  constexpr std::int64_t kWholeEight = std::int64_t{device::QuantizingRows8::kChunks} *
-                                       (device::kChunkBytes / sizeof(__nv_bfloat16)) * device::kWarpThreads;
   const NormForwardArgs& a = job.norm;
-  return job.quant != QuantScale::None && job.residual == nullptr && a.x.dtype == DType::BF16 &&
-         access == device::Access::Vector && n % kWholeEight == 0 && quantize_chunks(job, n) == ThreadChunks::Eight &&
-         current_device_info().cc_major >= rows::kClusterMinMajor &&
-         device::PersistentQuantizeSmem<__nv_bfloat16>(static_cast<int>(n), a.weight.data, a.bias.data, 1,
-                                                       eight_form(job, n).affine, eight_form(job, n).buffers)
-                 .bytes() <= kStagedSharedBytes;
+  if (job.quant == QuantScale::None || job.residual != nullptr || a.x.dtype != DType::BF16 ||
+      access != device::Access::Vector || quantize_chunks(job, n) != ThreadChunks::Eight ||
+      current_device_info().cc_major < rows::kClusterMinMajor)
+    return false;
+  const device::RowLayout layout = eight_chunk_layout(n);
+  if (!layout.valid() || layout.threads < device::kWarpThreads || !rows::whole_slices(layout, n) ||
+      layout.cluster > static_cast<int>(device::RowSplit::Pair))
+    return false;
+  const EightForm form = eight_form(job, layout);
+  return persistent_quantize_bytes<__nv_bfloat16>(a, layout, form.affine, form.buffers) <= kStagedSharedBytes;
 }
 
 // Where a norm's rows live: in registers while one CTA holds them (without a residual, up to
@@ -234,14 +259,12 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
 // RmsNormUnbiased, its max |y| in its one all-reduce) 3800 → 3912, 3710 → 3977, 3971 → 4014, 3974 →
 // 4057, 3168 → 3595 at 1024 / 2048 / 4096 / 8192 / 12288.
 template <class T>
-bool persistent_quantize(const NormForwardJob& job, const device::RowLayout& layout, std::int64_t n,
-                         device::AffineFormat affine, device::RowBuffers buffers) {
-  const NormForwardArgs& a = job.norm;
+bool persistent_quantize(const NormForwardJob& job, const device::RowLayout& layout, device::AffineFormat affine,
+                         device::RowBuffers buffers, device::RowSplit most = device::RowSplit::Cta) {
   return current_device_info().cc_major >= rows::kClusterMinMajor && layout.threads >= device::kWarpThreads &&
-         layout.cluster == 1 &&
+         layout.cluster <= static_cast<int>(most) &&
          (buffers == device::RowBuffers::Two || layout.threads > device::kWarpThreads) &&
-         device::PersistentQuantizeSmem<T>(static_cast<int>(n), a.weight.data, a.bias.data, 1, affine, buffers)
-                 .bytes() <= kStagedSharedBytes;
+         persistent_quantize_bytes<T>(job.norm, layout, affine, buffers) <= kStagedSharedBytes;
 }
 
 template <class T, class Out>
@@ -332,10 +355,23 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
         using Eight = device::QuantizingRows8;
         if (quantize_chunks(job, shape.n) == ThreadChunks::Eight) {
           p.layout = rows::plan<Eight>("x", shape.n, a.x.dtype);
-          const EightForm form = eight_form(job, shape.n);
+          const EightForm form = eight_form(job, p.layout);
           if (rows::whole_slices(p.layout, shape.n) && shape.rows < device::kPersistentEightMaxRows &&
-              persistent_quantize<T>(job, p.layout, shape.n, form.affine, form.buffers)) {
-            using device::AffineFormat, device::RowBuffers, device::Access;
+              persistent_quantize<T>(job, p.layout, form.affine, form.buffers, device::RowSplit::Pair)) {
+            using device::AffineFormat, device::RowBuffers, device::Access, device::RowSplit;
+            if (p.layout.cluster == static_cast<int>(RowSplit::Pair)) {
+              // A cluster per row, one group per CTA (eight_form: the weight and bias as bf16).
+              const auto go_pair = [&](auto kernel) {
+                rows::launch_persistent(kernel, p.layout, shape.rows, p, stream, "norm_quantize_persistent_kernel",
+                                        persistent_quantize_bytes<T>(a, p.layout, form.affine, form.buffers));
+              };
+              constexpr int kCap = device::kPersistentQuantizeMaxRegisters<Eight, Access::Whole>;
+              if (form.buffers == RowBuffers::One)
+                return go_pair(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
+                                                                       RowBuffers::One, kCap, RowSplit::Pair>);
+              return go_pair(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
+                                                                     RowBuffers::Two, kCap, RowSplit::Pair>);
+            }
             if (form.affine == AffineFormat::Native && form.buffers == RowBuffers::One)
               return go_persistent(
                   device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native, RowBuffers::One>,
@@ -359,7 +395,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
       const bool whole = rows::whole_rows(p.layout, shape.n, shape.rows);
       constexpr auto kFloat = device::AffineFormat::Float;
       constexpr auto kTwo = device::RowBuffers::Two;
-      if (persistent_quantize<T>(job, p.layout, shape.n, kFloat, kTwo)) {
+      if (persistent_quantize<T>(job, p.layout, kFloat, kTwo)) {
         // NOTE: a row per group, so any number of rows runs whole slices.
         if (rows::whole_slices(p.layout, shape.n))
           return go_persistent(device::norm_quantize_persistent_kernel<T, Config, device::Access::Whole, kFloat, kTwo>,

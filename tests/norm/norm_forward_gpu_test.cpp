@@ -441,7 +441,9 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // eight), RMSNorm's of 12288, 16384 and 24576 too (twelve warps; any number of rows: a row per
 // group); LayerNorm's of 12288, 16384, 24576 and 32768 and RMSNorm's of 32768 keep the weight and bias as
 // bf16 in shared memory (AffineFormat::Native), LayerNorm's of 32768 with one row buffer per group
-// (RowBuffers::One); other rows of 24576 and 32768 columns are read again from L2.
+// (RowBuffers::One); bf16 LayerNorm rows of 40960 and 65536 columns and RMSNorm's of 65536 split
+// over clusters of two CTAs (RowSplit::Pair; LayerNorm's of 65536 with one row buffer); other rows
+// of 24576 and more columns are read again from L2.
 TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
@@ -450,7 +452,8 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   for (const Shape& s : {Shape{9001, 1024, 1024}, Shape{3001, 4096, 4104}, Shape{2503, 2056, 2056},
                          Shape{4099, 2048, 2048}, Shape{1501, 6144, 6144},
                          Shape{1001, 12288, 12288}, Shape{777, 16384, 16384},
-                         Shape{555, 24576, 24576}, Shape{333, 32768, 32768}}) {
+                         Shape{555, 24576, 24576}, Shape{333, 32768, 32768}, Shape{151, 40960, 40960},
+                         Shape{201, 65536, 65536}}) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
     check_quantize(kind, dt, s, seed, true, true, -3.0f, 3.0f);
     check_quantize(kind, dt, s, seed + 7, false, true, 100.0f, 104.0f);

@@ -26,6 +26,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "fusekit/device/norm/norm_forward.cuh"
+#include "fusekit/device/row/cluster_exchange.cuh"
 
 namespace fusekit::device {
 
@@ -91,16 +92,18 @@ struct SharedAffine {
   const Plane* weight;  // kPlanes planes of `chunks` each
   const Plane* bias;
   int chunks;
+  int first;  // the first chunk held (of the CTA's slice of a row split over a cluster)
 
-  // Stages the CTA's copy of rows of whole chunks (every thread of the CTA takes part; a barrier
-  // must follow).
-  __device__ SharedAffine(void* smem, const NormForwardParams& p) : chunks((p.n + kE - 1) / kE) {
+  // Stages the CTA's copy of columns [begin, begin + columns) of rows of whole chunks (every
+  // thread of the CTA takes part; a barrier must follow).
+  __device__ SharedAffine(void* smem, const NormForwardParams& p, int begin, int columns)
+      : chunks((columns + kE - 1) / kE), first(begin >> kChunkShift) {
     const bool after_weight = kBiasPlanes == BiasPlanes::Fixed || p.weight != nullptr;
     Plane* const weight_planes = static_cast<Plane*>(smem);
     Plane* const bias_planes = weight_planes + (after_weight ? static_cast<std::size_t>(chunks) * kPlanes : 0);
     const auto stage = [&](const T* from, Plane* to) {
       for (int q = static_cast<int>(threadIdx.x); q < chunks; q += static_cast<int>(blockDim.x)) {
-        const Pack<T, kE> chunk = load_pack<T, kE, Cache::Keep, Access::Vector>(from, q * kE, p.n);
+        const Pack<T, kE> chunk = load_pack<T, kE, Cache::Keep, Access::Vector>(from, begin + q * kE, p.n);
         if constexpr (kFormat == AffineFormat::Float) {
           float v[kE];
           unpack_floats<T, kE>(chunk, v);
@@ -131,7 +134,7 @@ struct SharedAffine {
   __device__ __forceinline__ void get(int c, int k, float (&w)[kPart], float (&b)[kPart]) const {
     // NOTE: a shift (columns are not negative): the signed division by kE and its fix-ups took
     // ~6 instructions per chunk (SASS, sm_90a); its unsigned form spilled the four-chunk kernels.
-    const int q = c >> kChunkShift;
+    const int q = (c >> kChunkShift) - first;
     if constexpr (Terms::kWeight) to_floats(weight[k * chunks + q], w);
     if constexpr (Terms::kBias) to_floats(bias[k * chunks + q], b);
   }
@@ -318,7 +321,10 @@ struct PersistentQuantizeSmem {
 // row copied into shared memory by one bulk copy, issued a row ahead by the group's first thread.
 // Group g of CTA b takes rows (b + k·gridDim.x)·groups + g; its all-reduces meet at its own
 // barrier (RowGroup) and alternate two scratch slots per call site from row to row
-// (norm_allreduce's reason). Rows are whole 16-byte chunks with 16-byte aligned starts.
+// (norm_allreduce's reason). Rows are whole 16-byte chunks with 16-byte aligned starts. Rows split
+// over a cluster (kSplit): cluster c takes rows c + k·(gridDim.x / kClusterCtas), its CTA of rank r
+// holds columns [r·slice, (r + 1)·slice) of each (their weight, bias and copies), and each
+// all-reduce ends with quantize_exchange across the cluster.
 // NOTE: the next row's copy goes into the buffer the group read one row before: every thread of
 // the group has read it before that row's first all-reduce, which the copying thread has passed.
 // Its register cap: on QuantizingRows, kQuantizeMaxRegisters for whole rows (seven 128-thread
@@ -332,12 +338,29 @@ inline constexpr int kPersistentQuantizeMaxRegisters =
 // QuantizingRows8 at five warps per scheduler: the 64 values and the addresses fit without spills
 // by 32-bit row indices and BiasPlanes::Fixed (136 bytes spilled without them, ptxas sm_90a).
 inline constexpr int kEightDenseRegisters = 96;
+// How many CTAs hold each of norm_quantize_persistent_kernel's rows: one CTA's group (Cta), or a
+// cluster of two CTAs of one group each (Pair: bf16 rows past 32768 columns on QuantizingRows8,
+// whose halves' weight, bias and row buffers fit a CTA's shared memory where the whole row's do
+// not). NOTE: the cluster size is a constant of the kernel: read from the layout, the LayerNorm
+// kernel of one row buffer spilled 20 bytes at 104 registers (ptxas, sm_90a).
+enum class RowSplit : int { Cta = 1, Pair = 2 };
+// The call sites of norm_quantize_row's all-reduces, each in two slots alternated from row to row.
+inline constexpr int kQuantizeSites = 4;
+
+// The cluster exchange of norm_quantize_persistent_kernel's split rows (RowSplit::Pair only:
+// kernels that do not split rows reserve no shared memory for it).
+using QuantizeExchange = ClusterAllReduce<2 * kQuantizeSites, sizeof(SumPair) / sizeof(std::uint32_t)>;
+__device__ __forceinline__ QuantizeExchange& quantize_exchange() {
+  __shared__ QuantizeExchange exchange;
+  return exchange;
+}
+
 // The most rows norm_quantize_persistent_kernel takes on QuantizingRows8 (32-bit row indices, with
 // room for the rows in flight ahead).
 inline constexpr std::int64_t kPersistentEightMaxRows = std::int64_t{1} << 31;
 
 template <class T, class Config, Access kAccess, AffineFormat kAffine, RowBuffers kRowBuffers,
-          int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>>
+          int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>, RowSplit kSplit = RowSplit::Cta>
 __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     const NormForwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -352,31 +375,42 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   const auto rows = static_cast<Row>(p.rows);
   constexpr int kBuffers = static_cast<int>(kRowBuffers);
   extern __shared__ float4 smem[];
+  constexpr bool kClustered = kSplit != RowSplit::Cta;
+  constexpr int kClusterCtas = static_cast<int>(kSplit);
   const auto threads = static_cast<unsigned>(p.layout.threads);
   const auto group = static_cast<int>(threadIdx.x / threads);
   const auto groups = static_cast<int>(blockDim.x / threads);
-  const RowSlot slot{0, static_cast<int>(threadIdx.x - group * threads), static_cast<int>(threads)};
+  const int t = static_cast<int>(threadIdx.x - group * threads);
+  // The CTA's slice of its rows: columns [begin, begin + columns) (the whole row unless split).
+  const int rank = kClustered ? static_cast<int>(cute::block_rank_in_cluster()) : 0;
+  const int columns = kClustered ? p.layout.slice : p.n;
+  const int begin = rank * columns;
+  const RowSlot slot{begin, t, static_cast<int>(threads)};
+  const RowSlot staged_slot{0, t, static_cast<int>(threads)};  // in the row buffer, the slice only
   const RowGroup row_group{kFirstGroupBarrier + group, group * static_cast<int>(threads / kWarpThreads)};
-  const Smem layout(p.n, p.weight, p.bias, groups, kAffine, kRowBuffers);
+  const Smem layout(columns, p.weight, p.bias, groups, kAffine, kRowBuffers);
   auto* const base = reinterpret_cast<char*>(smem);
-  T* const buffers = reinterpret_cast<T*>(base + layout.buffers_offset()) + std::size_t{kBuffers} * group * p.n;
+  T* const buffers = reinterpret_cast<T*>(base + layout.buffers_offset()) + std::size_t{kBuffers} * group * columns;
   auto* const landed = reinterpret_cast<std::uint64_t*>(base + layout.barriers_offset()) + kBuffers * group;
-  const bool copier = slot.t == 0;
+  const bool copier = t == 0;
   const auto bytes = static_cast<std::uint32_t>(layout.row_bytes);
   const auto copy_row = [&](Row row, int buffer) {
     Barrier::arrive_and_expect_tx(&landed[buffer], bytes);
-    cute::SM90_BULK_COPY_G2S::copy(p.x.row<const T>(row, p.rows_per_batch), &landed[buffer],
-                                   buffers + buffer * p.n, static_cast<std::int32_t>(bytes));
+    cute::SM90_BULK_COPY_G2S::copy(p.x.row<const T>(row, p.rows_per_batch) + begin, &landed[buffer],
+                                   buffers + buffer * columns, static_cast<std::int32_t>(bytes));
   };
 
-  const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed, kAffine> affine(smem, p);
-  const Row first = Row{blockIdx.x} * groups + group;
-  const Row step = Row{gridDim.x} * groups;
+  const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed, kAffine> affine(smem, p, begin, columns);
+  // A cluster per row group when split (one group per CTA), else a CTA per `groups` of them.
+  const Row first = Row{blockIdx.x} / kClusterCtas * groups + group;
+  const Row step = Row{gridDim.x} / kClusterCtas * groups;
+  std::uint32_t phases = 0;  // of quantize_exchange's slots
   if (copier) {
     for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();  // the affine and the barriers
+  if constexpr (kClustered) quantize_exchange().start();
   // The rows in flight ahead of this one (at the loop's top; one buffer: none, the first row).
   const Row lead = Row{kBuffers - 1} * step;
   if (copier)
@@ -388,16 +422,18 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       if (copier && row + lead < rows) copy_row(row + lead, (k + kBuffers - 1) % kBuffers);
     Barrier::wait(&landed[buffer], (k / kBuffers) & 1);
     RowTile<T, Config> h(slot);
-    h.template load_staged<kAccess>(buffers + buffer * p.n, slot, p.n);
+    h.template load_staged<kAccess>(buffers + buffer * columns, staged_slot, columns);
     const int parity = k & 1;
     norm_quantize_row<T, Config, kAccess>(p, row, true, slot, h, affine, [&](auto site, auto v, auto op) {
-      constexpr int kSites = 4;
-      const auto reduced = parity == 0 ? group_allreduce<decltype(site)::value>(v, op, p.layout, row_group)
-                                       : group_allreduce<decltype(site)::value + kSites>(v, op, p.layout, row_group);
+      constexpr int kSite = decltype(site)::value;
+      auto reduced = parity == 0 ? group_allreduce<kSite>(v, op, p.layout, row_group)
+                                 : group_allreduce<kSite + kQuantizeSites>(v, op, p.layout, row_group);
       // One buffer: every thread of the group has read the row before its first all-reduce
       // (multi-warp groups meet at a barrier there; the host asks for them).
       if constexpr (kBuffers == 1 && is_first_allreduce(decltype(site)::value))
         if (copier && row + step < rows) copy_row(row + step, 0);
+      if constexpr (kClustered)
+        reduced = quantize_exchange().allreduce(kSite + kQuantizeSites * parity, reduced, op, rank, kClusterCtas, phases);
       return reduced;
     });
   }

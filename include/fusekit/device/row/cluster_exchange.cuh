@@ -138,4 +138,62 @@ struct ClusterExchange {
   }
 };
 
+// The cluster half of the all-reduces of a row split over a cluster's CTAs, one row group per CTA,
+// every row's reduction waited for before the next (norm_quantize_persistent_kernel): each CTA
+// pushes its total (its group's all-reduce) into every CTA's slot for its rank by st.async onto
+// that CTA's mbarrier of the slot, then waits on its own for every rank's push and adds them in
+// rank order (the same bits in each CTA, so the CTAs branch alike on the totals). A __shared__
+// object of the kernel; `phases` is the caller's register of the slots' mbarrier phases.
+// NOTE: call site s of a row takes slot s + kSites · (row parity): a CTA pushes a slot's next
+// use (two rows on) only after waiting for every peer's pushes of the row between, which each peer
+// made after its group's barrier at that row, so after all of its threads read the slot's last
+// use. Rows whose call sites are too few to order this (one site) still alternate parities.
+template <int kSlots, int kWords>
+struct ClusterAllReduce {
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  typename Barrier::ValueType pushed[kSlots];
+  std::uint32_t received[kSlots][kMaxClusterCtas][kWords];  // [slot][sender's rank]
+
+  // Initialises the mbarriers and synchronises the cluster once (every peer's mbarriers
+  // initialised before the first push).
+  __device__ void start() {
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) Barrier::init(&pushed[s], 1);  // this CTA's expect_tx
+      cutlass::arch::fence_barrier_init();
+    }
+    cooperative_groups::this_cluster().sync();
+  }
+
+  // The ⊕ over the cluster of every CTA's `total` (the same in each of its threads) at `slot`.
+  template <class V, class Op>
+  __device__ V allreduce(int slot, V total, Op op, int rank, int cluster, std::uint32_t& phases) {
+    static_assert(sizeof(V) % sizeof(std::uint32_t) == 0 && sizeof(V) <= kWords * sizeof(std::uint32_t),
+                  "pushed as up to kWords 32-bit words");
+    constexpr int kValueWords = sizeof(V) / sizeof(std::uint32_t);
+    const auto thread = static_cast<int>(threadIdx.x);
+    if (thread < cluster) {
+      std::uint32_t words[kValueWords];
+      memcpy(words, &total, sizeof(V));
+      const auto to = cute::cast_smem_ptr_to_uint(&received[slot][rank][0]);
+      const auto barrier = cute::cast_smem_ptr_to_uint(&pushed[slot]);
+#pragma unroll
+      for (int q = 0; q < kValueWords; ++q)
+        cute::store_shared_remote(words[q], to + q * static_cast<std::uint32_t>(sizeof(std::uint32_t)), barrier,
+                                  static_cast<std::uint32_t>(thread));
+    }
+    if (thread == 0) Barrier::arrive_and_expect_tx(&pushed[slot], static_cast<std::uint32_t>(cluster * sizeof(V)));
+    Barrier::wait(&pushed[slot], (phases >> slot) & 1u);
+    phases ^= 1u << slot;
+    const auto value = [&](int r) {
+      V v;
+      memcpy(&v, received[slot][r], sizeof(V));
+      return v;
+    };
+    V sum = value(0);
+    for (int r = 1; r < cluster; ++r) sum = op(sum, value(r));
+    return sum;
+  }
+};
+
 }  // namespace fusekit::device
