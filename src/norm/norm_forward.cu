@@ -128,8 +128,8 @@ constexpr ColumnRange kLayerNormFp8Eight{2048, 32768}, kRmsNormFp8EightPersisten
 constexpr ColumnRange kRmsNormFp8EightLong{20480, 32768};
 // Where eight chunks per thread keep the weight and bias as their bf16 values in shared memory
 // (device::AffineFormat::Native): where the floats leave room for fewer row groups per SM
-// (LayerNorm from 12288, at 14336 one group of 7–8 warps against two; 18432–32768 and RMSNorm 26624–32768:
-// none against one).
+// (LayerNorm from 12288, at 14336 one group of 7–8 warps against two; LayerNorm 18432–32768 and
+// RMSNorm 26624–32768: none against one).
 // NOTE: measured on the H200 (session 26, run 1, bf16, 2^27 elements, GB/s, floats → bf16 values):
 // LayerNorm → e4m3 3287 → 3391, 2378 → 3176, 2734 → 3584 at 12288 / 14336 / 16384, none at 10240
 // (3282 against 3287); RMSNorm → e4m3 (against read again from L2) 2814 → 3377, 2943 → 3583,
@@ -354,7 +354,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
         // NOTE: before QuantizingRows' plan: past 16384 columns its rows take clusters.
         using Eight = device::QuantizingRows8;
         if (quantize_chunks(job, shape.n) == ThreadChunks::Eight) {
-          p.layout = rows::plan<Eight>("x", shape.n, a.x.dtype);
+          p.layout = eight_chunk_layout(shape.n);  // as quantizes_eight_in_registers planned it
           const EightForm form = eight_form(job, p.layout);
           if (rows::whole_slices(p.layout, shape.n) && shape.rows < device::kPersistentEightMaxRows &&
               persistent_quantize<T>(job, p.layout, form.affine, form.buffers, device::RowSplit::Pair)) {

@@ -144,10 +144,11 @@ struct ClusterExchange {
 // that CTA's mbarrier of the slot, then waits on its own for every rank's push and adds them in
 // rank order (the same bits in each CTA, so the CTAs branch alike on the totals). A __shared__
 // object of the kernel; `phases` is the caller's register of the slots' mbarrier phases.
-// NOTE: call site s of a row takes slot s + kSites · (row parity): a CTA pushes a slot's next
-// use (two rows on) only after waiting for every peer's pushes of the row between, which each peer
-// made after its group's barrier at that row, so after all of its threads read the slot's last
-// use. Rows whose call sites are too few to order this (one site) still alternate parities.
+// NOTE: the caller's call site s of a row takes slot s + (its number of sites) · (row parity): a
+// CTA pushes a slot's next use (two rows on) only after waiting for every peer's pushes of the row
+// between, which each peer made after its group's barrier at that row, so after all of its threads
+// read the slot's last use. Rows whose call sites are too few to order this (one site) still
+// alternate parities.
 template <int kSlots, int kWords>
 struct ClusterAllReduce {
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
