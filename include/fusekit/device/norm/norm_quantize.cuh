@@ -78,16 +78,21 @@ __host__ __device__ std::size_t shared_affine_bytes(int n, const void* w, const 
 }
 
 // From shared memory (norm_quantize_persistent_kernel): as floats, two 16-byte shared loads per
-// chunk of a 16-bit T replace a global load and eight conversions; as 16-bit values, two 8-byte
-// loads and the conversions. Plane k holds values 4k … 4k + 3 of every chunk, so a warp's loads
-// are consecutive.
+// chunk of a 16-bit T replace a global load and eight conversions; as 16-bit values, one 16-byte
+// load and the conversions. Plane k holds values kPart·k … kPart·(k + 1) − 1 of every chunk, so a
+// warp's loads are consecutive.
 template <class T, BiasPlanes kBiasPlanes, AffineFormat kFormat>
 struct SharedAffine {
   static_assert(kFormat == AffineFormat::Float || sizeof(T) == 2, "Native: 16-bit values");
   static constexpr int kE = kChunkBytes / sizeof(T);
-  static constexpr int kPart = 4;  // values of a chunk per plane
+  // Values of a chunk per plane: four floats (a 16-byte load), or a whole chunk of 16-bit values.
+  // NOTE: Native chunks in two 8-byte planes took two loads and their addresses per term and
+  // chunk (LayerNorm → e4m3 at 32768 bf16 columns: 44 of the affine's 396 instructions per
+  // thread and row were addresses, ncu, session 27).
+  static constexpr int kPart = kFormat == AffineFormat::Float ? 4 : kE;
   static constexpr int kPlanes = kE / kPart;
   static constexpr int kChunkShift = std::countr_zero(static_cast<unsigned>(kE));  // c / kE = c >> kChunkShift
+  static constexpr int kStagedInFlight = 4;  // chunks per thread loaded at once while staging
   using Plane = std::conditional_t<kFormat == AffineFormat::Float, float4, Pack<T, kPart>>;
   const Plane* weight;  // kPlanes planes of `chunks` each
   const Plane* bias;
@@ -101,22 +106,34 @@ struct SharedAffine {
     const bool after_weight = kBiasPlanes == BiasPlanes::Fixed || p.weight != nullptr;
     Plane* const weight_planes = static_cast<Plane*>(smem);
     Plane* const bias_planes = weight_planes + (after_weight ? static_cast<std::size_t>(chunks) * kPlanes : 0);
+    // NOTE: kStagedInFlight chunks per thread are loaded before any is stored, so their L2
+    // latencies overlap: one chunk at a time, the staging's dependent loads were 4.6 % of the
+    // stall samples of LayerNorm → e4m3 at 32768 bf16 columns (16 per thread; ncu, session 27).
     const auto stage = [&](const T* from, Plane* to) {
-      for (int q = static_cast<int>(threadIdx.x); q < chunks; q += static_cast<int>(blockDim.x)) {
-        const Pack<T, kE> chunk = load_pack<T, kE, Cache::Keep, Access::Vector>(from, begin + q * kE, p.n);
-        if constexpr (kFormat == AffineFormat::Float) {
-          float v[kE];
-          unpack_floats<T, kE>(chunk, v);
+      const auto threads = static_cast<int>(blockDim.x);
+      for (int q0 = static_cast<int>(threadIdx.x); q0 < chunks; q0 += kStagedInFlight * threads) {
+        Pack<T, kE> batch[kStagedInFlight];
 #pragma unroll
-          for (int k = 0; k < kPlanes; ++k)
-            to[k * chunks + q] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
-        } else {
+        for (int j = 0; j < kStagedInFlight; ++j)
+          batch[j] = load_pack<T, kE, Cache::Keep, Access::Vector>(from, begin + (q0 + j * threads) * kE, begin + columns);
 #pragma unroll
-          for (int k = 0; k < kPlanes; ++k) {
-            Pack<T, kPart> part;
+        for (int j = 0; j < kStagedInFlight; ++j) {
+          const int q = q0 + j * threads;
+          if (q >= chunks) break;
+          if constexpr (kFormat == AffineFormat::Float) {
+            float v[kE];
+            unpack_floats<T, kE>(batch[j], v);
 #pragma unroll
-            for (int e = 0; e < kPart; ++e) part.e[e] = chunk.e[k * kPart + e];
-            to[k * chunks + q] = part;
+            for (int k = 0; k < kPlanes; ++k)
+              to[k * chunks + q] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+          } else {
+#pragma unroll
+            for (int k = 0; k < kPlanes; ++k) {
+              Pack<T, kPart> part;
+#pragma unroll
+              for (int e = 0; e < kPart; ++e) part.e[e] = batch[j].e[k * kPart + e];
+              to[k * chunks + q] = part;
+            }
           }
         }
       }
@@ -127,8 +144,8 @@ struct SharedAffine {
     bias = bias_planes;
   }
 
-  // Part k of chunk c: one plane's values of each term, so a chunk's terms take 8 registers at a
-  // time, not 16 (norm_quantize_persistent_kernel spilled at 72 with whole chunks).
+  // Part k of chunk c: one plane's values of each term, so a chunk's float terms take 8 registers
+  // at a time, not 16 (norm_quantize_persistent_kernel spilled at 72 with whole chunks).
   static constexpr int kParts = kPlanes;
   template <class Terms, Access>
   __device__ __forceinline__ void get(int c, int k, float (&w)[kPart], float (&b)[kPart]) const {

@@ -162,9 +162,13 @@ __device__ __forceinline__ V combine_row_warps(V v, Op op, int warps, int first,
       // bf16 columns, and the norm backward at 65536 6 % slower (session 16). At 16 warps,
       // combine_partials<16> ran the norm backward 0.4–0.6 % slower than the tree (session 17).
       // The loop is not unrolled: unrolled, the sm_80 norm backward (128 registers) spilled.
+      // Rows of 16 warps or fewer start at offset 8 (the step at 16 combined nothing: ~11 of
+      // ~68 instructions per two-float reduction, ncu, session 27). An xor butterfly over the
+      // partials (every lane the total, no lane tests) spilled 4–104 bytes in the persistent
+      // quantizing kernels at their register caps, and so did a redux for the amax (ptxas sm_90a).
       v = partial[first + (lane < warps ? lane : 0)];
 #pragma unroll 1
-      for (int offset = kWarpThreads / 2; offset > 0; offset /= 2) {
+      for (int offset = warps > kWarpThreads / 2 ? kWarpThreads / 2 : kWarpThreads / 4; offset > 0; offset /= 2) {
         const V other = shuffle_down(v, offset);
         if (lane + offset < warps) v = op(v, other);  // lanes below `offset` hold their subtree's total
       }
