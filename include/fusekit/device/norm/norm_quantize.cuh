@@ -432,6 +432,14 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   const Row lead = Row{kBuffers - 1} * step;
   if (copier)
     for (int b = 0; b < std::max(kBuffers - 1, 1) && first + b * step < rows; ++b) copy_row(first + b * step, b);
+  // The bf16-affine kernels take the groups of nine to sixteen warps (rows of 18432 columns and
+  // up): their partials by a butterfly (measured on the H200, session 27, run 2, LayerNorm → e4m3
+  // bf16: +6 % at 18432–32768, +3.7 % at 12288 from the amax's redux; RMSNorm → e4m3 +5 % at
+  // 26624). The float-affine ones, at their caps, spilled 12–104
+  // bytes with it, and the split one of two row buffers 4 (ptxas sm_90a).
+  constexpr WarpCombine kCombine =
+      kAffine == AffineFormat::Native && !(kClustered && kRowBuffers == RowBuffers::Two) ? WarpCombine::Butterfly
+                                                                                         : WarpCombine::Tree;
   int k = 0;
   for (Row row = first; row < rows; row += step, ++k) {
     const int buffer = k % kBuffers;
@@ -443,8 +451,8 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     const int parity = k & 1;
     norm_quantize_row<T, Config, kAccess>(p, row, true, slot, h, affine, [&](auto site, auto v, auto op) {
       constexpr int kSite = decltype(site)::value;
-      auto reduced = parity == 0 ? group_allreduce<kSite>(v, op, p.layout, row_group)
-                                 : group_allreduce<kSite + kQuantizeSites>(v, op, p.layout, row_group);
+      auto reduced = parity == 0 ? group_allreduce<kSite, kCombine>(v, op, p.layout, row_group)
+                                 : group_allreduce<kSite + kQuantizeSites, kCombine>(v, op, p.layout, row_group);
       // One buffer: every thread of the group has read the row before its first all-reduce
       // (multi-warp groups meet at a barrier there; the host asks for them).
       if constexpr (kBuffers == 1 && is_first_allreduce(decltype(site)::value))

@@ -16,12 +16,14 @@ namespace fusekit::device {
 
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }
+  __device__ static float identity() { return 0.0f; }  // WarpCombine::Butterfly's lanes past the row
 };
 // The max of magnitudes (non-negative floats, never NaN: an amax). NOTE: their bit patterns order
 // like their values, so a warp takes the max in one integer redux (sm_80+) instead of five
 // shuffles and five maxes.
 struct AmaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+  __device__ static float identity() { return 0.0f; }
 };
 
 // A running softmax denominator: sum = Σ exp2(z − max) over the values seen.
@@ -49,6 +51,7 @@ struct SumPairOp {
   __device__ SumPair operator()(const SumPair& a, const SumPair& b) const {
     return {a.first + b.first, a.second + b.second};
   }
+  __device__ static SumPair identity() { return {0.0f, 0.0f}; }
 };
 
 // A sum and a max reduced together (RMSNorm's Σ h² and max |h·w| in one all-reduce).
@@ -131,10 +134,16 @@ __device__ __forceinline__ V warp_allreduce(V v, Op op, const RowLayout& layout)
   return v;
 }
 
+// How combine_row_warps combines the partials of rows of more than eight warps: a shuffle-down
+// tree to lane 0 and a broadcast, in a counted loop (Tree), or an xor butterfly that leaves the
+// total in every lane, with an amax in one redux (Butterfly: ~20 instructions per two-float
+// reduction against ~57, but kernels at their register caps spill with it; ptxas sm_90a).
+enum class WarpCombine { Tree, Butterfly };
+
 // The reduction of the warps' totals `v` (each lane holding its warp's) over the `warps` warps of
 // a row from warp `first`: each warp's total through `partial` (shared, a slot per warp of the
 // CTA), combined by every thread of the row after `sync()`, the barrier its warps meet at.
-template <class V, class Op, class Sync>
+template <WarpCombine kCombine = WarpCombine::Tree, class V, class Op, class Sync>
 __device__ __forceinline__ V combine_row_warps(V v, Op op, int warps, int first, V* partial, Sync&& sync) {
   // NOTE: unsigned, so the divisions by the warp size are shifts and masks (as signed ints
   // they took a sign fix-up each: ~10 instructions per reduction, session 22).
@@ -142,6 +151,11 @@ __device__ __forceinline__ V combine_row_warps(V v, Op op, int warps, int first,
   const auto lane = static_cast<int>(threadIdx.x % kWarpThreads);
   if (lane == 0) partial[warp] = v;
   sync();
+  if constexpr (kCombine == WarpCombine::Butterfly && std::is_same_v<Op, AmaxOp>) {
+    // Bits of magnitudes order like their values: 0 past the row's warps.
+    const float part = lane < warps ? partial[first + lane] : 0.0f;
+    return __uint_as_float(__reduce_max_sync(kFullWarpMask, __float_as_uint(part)));
+  }
   // NOTE: the usual warp counts take independent loads and a fixed tree: the counted loop's
   // trip-count arithmetic and branches were ~20 instructions per reduction, and the quantizing
   // norms are issue-bound (RMSNorm → e4m3 +1.2 %, LayerNorm → e4m3 +1.0 % at 32768×4096 bf16,
@@ -154,6 +168,19 @@ __device__ __forceinline__ V combine_row_warps(V v, Op op, int warps, int first,
     case 6: return combine_partials<6>(partial + first, op);
     case 8: return combine_partials<8>(partial + first, op);
     default: {
+      if constexpr (kCombine == WarpCombine::Butterfly) {
+        // Lane l takes the partial of warp l mod 16 (of warp l past 16 warps), the op's identity
+        // past the row's warps; every lane ends with the same bits (a step combines the same two
+        // values in every lane, only commuted). Four steps up to 16 warps.
+        constexpr int kHalfWarp = kWarpThreads / 2;
+        const bool wide = warps > kHalfWarp;
+        const int source = wide ? lane : lane % kHalfWarp;
+        v = source < warps ? partial[first + source] : Op::identity();
+        if (wide) v = op(v, shuffle_xor(v, kHalfWarp));
+#pragma unroll
+        for (int mask = kHalfWarp / 2; mask > 0; mask /= 2) v = op(v, shuffle_xor(v, mask));
+        return v;
+      }
       // NOTE: more warps (the long rows' CTAs of 512 and 1024 threads): lane l takes warp l's
       // partial, a fixed tree of shuffles brings the total to lane 0, and every lane takes it
       // from there. Each thread combining every partial in turn (31 shared loads and 62
@@ -245,13 +272,13 @@ __device__ __forceinline__ V* group_partials() {
 }
 
 // row_allreduce for a row of a RowGroup (at least a warp; no cluster) at call site kSlot.
-template <int kSlot, class V, class Op>
+template <int kSlot, WarpCombine kCombine, class V, class Op>
 __device__ inline V group_allreduce(V v, Op op, const RowLayout& layout, const RowGroup& group) {
   static_assert(kSlot >= 0 && kSlot < kGroupSlots, "a slot of group_partials");
   v = warp_allreduce(v, op, layout);
   if (layout.threads > kWarpThreads) {
     const auto warps = static_cast<int>(static_cast<unsigned>(layout.threads) / kWarpThreads);
-    v = combine_row_warps(v, op, warps, group.first_warp, group_partials<V>() + kSlot * (kMaxRowThreads / kWarpThreads),
+    v = combine_row_warps<kCombine>(v, op, warps, group.first_warp, group_partials<V>() + kSlot * (kMaxRowThreads / kWarpThreads),
                           [&] { named_barrier_sync(group.barrier, layout.threads); });
   }
   return v;
