@@ -124,8 +124,9 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
 constexpr ColumnRange kLayerNormFp8Eight{2048, 32768}, kRmsNormFp8EightPersistent{12288, 16384};
 // RMSNorm → e4m3 past 16384 (read again from L2 before; one group of 10–16 warps per SM, the
 // weight's floats and two rows filling its shared memory): measured (session 25, run 4) 3234 →
-// 3291, 3355 → 3489, 3427 → 3629 at 20480 / 22528 / 24576, but 3228 → 2993 at 18432 (9 warps).
-constexpr ColumnRange kRmsNormFp8EightLong{20480, 32768};
+// 3291, 3355 → 3489, 3427 → 3629 at 20480 / 22528 / 24576, but 3228 → 2993 at 18432 (9 warps:
+// taken since session 27 at 96 registers, two groups per SM, kRmsNormFp8NativeDense).
+constexpr ColumnRange kRmsNormFp8EightLong{18432, 32768};
 // Where eight chunks per thread keep the weight and bias as their bf16 values in shared memory
 // (device::AffineFormat::Native): where the floats leave room for fewer row groups per SM
 // (LayerNorm from 12288, at 14336 one group of 7–8 warps against two; LayerNorm 18432–32768 and
@@ -147,6 +148,12 @@ constexpr ColumnRange kLayerNormFp8OneBuffer{26624, 32768};
 // 16384, 3297 → 3202 at 10240 (a group more per SM there too), and RMSNorm → e4m3 4032 → 3924 at
 // 12288 (three groups against two).
 constexpr ColumnRange kLayerNormFp8EightDense{6144, 6144};
+// Where the rows with bf16 weight and bias run at kEightDenseRegisters: two groups of 9–10 warps
+// per SM where 104 registers leave room for one (one row buffer each where two do not fit).
+// NOTE: measured on the H200 (session 27, runs 3–4, bf16, 2^27 elements, GB/s, one group → two):
+// LayerNorm → e4m3 2723 → 3499, 2983 → 3727 at 18432 / 20480; RMSNorm → e4m3 3390 → 4102 at
+// 20480, and 3233 → 3916 at 18432 (read again from L2 before).
+constexpr ColumnRange kLayerNormFp8NativeDense{18432, 20480}, kRmsNormFp8NativeDense{18432, 20480};
 
 // Where eight chunks per thread split each row over a cluster of two CTAs (device::RowSplit::Pair,
 // the weight and bias as bf16; one group of 9–16 warps per SM) past 32768 columns.
@@ -176,13 +183,21 @@ device::RowLayout eight_chunk_layout(std::int64_t n) {
 struct EightForm {
   device::AffineFormat affine;
   device::RowBuffers buffers;
+  bool dense;  // at kEightDenseRegisters (the bf16-affine kernels)
 };
 EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout) {
   const bool layer_norm = job.norm.kind == NormKind::LayerNorm;
   const ColumnRange& native = layer_norm ? kLayerNormFp8Native : kRmsNormFp8Native;
   const bool split = layout.cluster > 1;
-  return {split || native.holds(layout.slice) ? device::AffineFormat::Native : device::AffineFormat::Float,
-          layer_norm && kLayerNormFp8OneBuffer.holds(layout.slice) ? device::RowBuffers::One : device::RowBuffers::Two};
+  const bool dense = !split && (layer_norm ? kLayerNormFp8NativeDense : kRmsNormFp8NativeDense).holds(layout.slice);
+  constexpr int kDenseGroups = 2;
+  const bool two_fit = device::PersistentQuantizeSmem<__nv_bfloat16>(layout.slice, job.norm.weight.data,
+                                                                     job.norm.bias.data, kDenseGroups,
+                                                                     device::AffineFormat::Native, device::RowBuffers::Two)
+                           .bytes() <= kStagedSharedBytes;
+  const bool one_buffer = (layer_norm && kLayerNormFp8OneBuffer.holds(layout.slice)) || (dense && !two_fit);
+  return {split || dense || native.holds(layout.slice) ? device::AffineFormat::Native : device::AffineFormat::Float,
+          one_buffer ? device::RowBuffers::One : device::RowBuffers::Two, dense};
 }
 
 // The shared bytes of norm_quantize_persistent_kernel's CTA of one group of `layout`'s rows.
@@ -372,6 +387,15 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
               return go_pair(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                      RowBuffers::Two, kCap, RowSplit::Pair>);
             }
+            constexpr int kDense = device::kEightDenseRegisters;
+            if (form.dense && form.buffers == RowBuffers::One)
+              return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
+                                                                           RowBuffers::One, kDense>,
+                                   form.affine, form.buffers);
+            if (form.dense)
+              return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
+                                                                           RowBuffers::Two, kDense>,
+                                   form.affine, form.buffers);
             if (form.affine == AffineFormat::Native && form.buffers == RowBuffers::One)
               return go_persistent(
                   device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native, RowBuffers::One>,

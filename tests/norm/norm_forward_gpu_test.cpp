@@ -439,7 +439,8 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // the row (2056: three warps of four chunks, 3072 columns); bf16 LayerNorm rows of 2048, 6144,
 // 12288 and 16384 columns take eight chunks per thread (one warp, three at 96 registers, six,
 // eight), RMSNorm's of 12288, 16384 and 24576 too (twelve warps; any number of rows: a row per
-// group); LayerNorm's of 12288, 16384, 24576 and 32768 and RMSNorm's of 32768 keep the weight and bias as
+// group); LayerNorm's and RMSNorm's of 18432 and 20480 at 96 registers (two groups of
+// 9–10 warps per SM, the weight and bias as bf16, one row buffer each); LayerNorm's of 12288, 16384, 24576 and 32768 and RMSNorm's of 32768 keep the weight and bias as
 // bf16 in shared memory (AffineFormat::Native), LayerNorm's of 32768 with one row buffer per group
 // (RowBuffers::One); bf16 LayerNorm rows of 40960 and 65536 columns and RMSNorm's of 65536 split
 // over clusters of two CTAs (RowSplit::Pair; LayerNorm's of 65536 with one row buffer); other rows
@@ -451,7 +452,8 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
   for (const Shape& s : {Shape{9001, 1024, 1024}, Shape{3001, 4096, 4104}, Shape{2503, 2056, 2056},
                          Shape{4099, 2048, 2048}, Shape{1501, 6144, 6144},
-                         Shape{1001, 12288, 12288}, Shape{777, 16384, 16384},
+                         Shape{1001, 12288, 12288}, Shape{777, 16384, 16384}, Shape{613, 18432, 18432},
+                         Shape{687, 20480, 20480},
                          Shape{555, 24576, 24576}, Shape{333, 32768, 32768}, Shape{151, 40960, 40960},
                          Shape{201, 65536, 65536}}) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
