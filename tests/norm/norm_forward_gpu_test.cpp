@@ -439,9 +439,10 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // the row (2056: three warps of four chunks, 3072 columns); bf16 LayerNorm rows of 2048, 6144,
 // 12288 and 16384 columns take eight chunks per thread (one warp, three at 96 registers, six,
 // eight), RMSNorm's of 12288, 16384 and 24576 too (twelve warps; any number of rows: a row per
-// group); LayerNorm's and RMSNorm's of 18432 and 20480 at 96 registers (two groups of
-// 9–10 warps per SM, the weight and bias as bf16, one row buffer each); LayerNorm's of 12288, 16384, 24576 and 32768 and RMSNorm's of 32768 keep the weight and bias as
-// bf16 in shared memory (AffineFormat::Native), LayerNorm's of 32768 with one row buffer per group
+// group); LayerNorm's and RMSNorm's of 18432 and 20480 at 96 registers (two groups of 9–10
+// warps per SM, the weight and bias as bf16, one row buffer each); LayerNorm's of 12288, 16384,
+// 24576 and 32768 and RMSNorm's of 32768 keep the weight and bias as bf16 in shared memory
+// (AffineFormat::Native; 9–16 warps: WarpCombine::Butterfly), LayerNorm's of 32768 with one row buffer per group
 // (RowBuffers::One); bf16 LayerNorm rows of 40960 and 65536 columns and RMSNorm's of 65536 split
 // over clusters of two CTAs (RowSplit::Pair; LayerNorm's of 65536 with one row buffer); other rows
 // of 24576 and more columns are read again from L2.

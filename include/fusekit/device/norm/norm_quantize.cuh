@@ -435,8 +435,8 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   // The bf16-affine kernels take the groups of nine to sixteen warps (rows of 18432 columns and
   // up): their partials by a butterfly (measured on the H200, session 27, run 2, LayerNorm → e4m3
   // bf16: +6 % at 18432–32768, +3.7 % at 12288 from the amax's redux; RMSNorm → e4m3 +5 % at
-  // 26624). The float-affine ones, at their caps, spilled 12–104
-  // bytes with it, and the split one of two row buffers 4 (ptxas sm_90a).
+  // 26624). The float-affine ones, at their caps, spilled 12–104 bytes with it, and the split one
+  // of two row buffers 4 (ptxas sm_90a).
   constexpr WarpCombine kCombine =
       kAffine == AffineFormat::Native && !(kClustered && kRowBuffers == RowBuffers::Two) ? WarpCombine::Butterfly
                                                                                          : WarpCombine::Tree;

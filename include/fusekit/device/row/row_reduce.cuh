@@ -16,7 +16,9 @@ namespace fusekit::device {
 
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }
-  __device__ static float identity() { return 0.0f; }  // WarpCombine::Butterfly's lanes past the row
+  // identity(): the value that leaves any other unchanged (WarpCombine::Butterfly gives it to the
+  // lanes past a row's warps).
+  __device__ static float identity() { return 0.0f; }
 };
 // The max of magnitudes (non-negative floats, never NaN: an amax). NOTE: their bit patterns order
 // like their values, so a warp takes the max in one integer redux (sm_80+) instead of five
@@ -190,9 +192,9 @@ __device__ __forceinline__ V combine_row_warps(V v, Op op, int warps, int first,
       // combine_partials<16> ran the norm backward 0.4–0.6 % slower than the tree (session 17).
       // The loop is not unrolled: unrolled, the sm_80 norm backward (128 registers) spilled.
       // Rows of 16 warps or fewer start at offset 8 (the step at 16 combined nothing: ~11 of
-      // ~68 instructions per two-float reduction, ncu, session 27). An xor butterfly over the
-      // partials (every lane the total, no lane tests) spilled 4–104 bytes in the persistent
-      // quantizing kernels at their register caps, and so did a redux for the amax (ptxas sm_90a).
+      // ~68 instructions per two-float reduction, ncu, session 27). WarpCombine::Butterfly
+      // spilled 4–104 bytes in the float-affine persistent quantizing kernels at their register
+      // caps, and so did its redux for the amax alone (ptxas sm_90a).
       v = partial[first + (lane < warps ? lane : 0)];
 #pragma unroll 1
       for (int offset = warps > kWarpThreads / 2 ? kWarpThreads / 2 : kWarpThreads / 4; offset > 0; offset /= 2) {
