@@ -440,12 +440,14 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // 12288 and 16384 columns take eight chunks per thread (one warp, three at 96 registers, six,
 // eight), RMSNorm's of 12288, 16384 and 24576 too (twelve warps; any number of rows: a row per
 // group); LayerNorm's and RMSNorm's of 18432 and 20480 at 96 registers (two groups of 9–10
-// warps per SM, the weight and bias as bf16, one row buffer each); LayerNorm's of 12288, 16384,
-// 24576 and 32768 and RMSNorm's of 32768 keep the weight and bias as bf16 in shared memory
-// (AffineFormat::Native; 9–16 warps: WarpCombine::Butterfly), LayerNorm's of 32768 with one row buffer per group
-// (RowBuffers::One); bf16 LayerNorm rows of 40960 and 65536 columns and RMSNorm's of 65536 split
-// over clusters of two CTAs (RowSplit::Pair; LayerNorm's of 65536 with one row buffer); other rows
-// of 24576 and more columns are read again from L2.
+// warps per SM, the weight and bias as bf16, one row buffer each); LayerNorm's of 12288–26624
+// and 32768 and RMSNorm's of 26624 and 32768 keep the weight and bias as bf16 in shared memory
+// (AffineFormat::Native; WarpCombine::Butterfly past eight warps, and at odd counts, which pad
+// with the op's identity: LayerNorm's seven warps at 14336, eleven at 22528, thirteen at 26624),
+// LayerNorm's of 26624 and 32768 with one row buffer per group (RowBuffers::One); bf16 LayerNorm
+// rows of 36864, 40960 and 65536 columns and RMSNorm's of 65536 split over clusters of two CTAs
+// (RowSplit::Pair: halves of nine, ten and sixteen warps; LayerNorm's of 65536 with one row
+// buffer); other rows of 24576 and more columns are read again from L2.
 TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
@@ -453,10 +455,10 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
   for (const Shape& s : {Shape{9001, 1024, 1024}, Shape{3001, 4096, 4104}, Shape{2503, 2056, 2056},
                          Shape{4099, 2048, 2048}, Shape{1501, 6144, 6144},
-                         Shape{1001, 12288, 12288}, Shape{777, 16384, 16384}, Shape{613, 18432, 18432},
-                         Shape{687, 20480, 20480},
-                         Shape{555, 24576, 24576}, Shape{333, 32768, 32768}, Shape{151, 40960, 40960},
-                         Shape{201, 65536, 65536}}) {
+                         Shape{1001, 12288, 12288}, Shape{901, 14336, 14336}, Shape{777, 16384, 16384},
+                         Shape{613, 18432, 18432}, Shape{687, 20480, 20480}, Shape{505, 22528, 22528},
+                         Shape{555, 24576, 24576}, Shape{433, 26624, 26624}, Shape{333, 32768, 32768},
+                         Shape{171, 36864, 36864}, Shape{151, 40960, 40960}, Shape{201, 65536, 65536}}) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
     check_quantize(kind, dt, s, seed, true, true, -3.0f, 3.0f);
     check_quantize(kind, dt, s, seed + 7, false, true, 100.0f, 104.0f);
