@@ -81,7 +81,7 @@ __host__ __device__ std::size_t shared_affine_bytes(int n, const void* w, const 
 // chunk of a 16-bit T replace a global load and eight conversions; as 16-bit values, one 16-byte
 // load and the conversions. Plane k holds values kPart·k … kPart·(k + 1) − 1 of every chunk, so a
 // warp's loads are consecutive.
-template <class T, BiasPlanes kBiasPlanes, AffineFormat kFormat>
+template <class T, BiasPlanes kBiasPlanes, AffineFormat kFormat, bool kWalk>
 struct SharedAffine {
   static_assert(kFormat == AffineFormat::Float || sizeof(T) == 2, "Native: 16-bit values");
   static constexpr int kE = kChunkBytes / sizeof(T);
@@ -144,6 +144,30 @@ struct SharedAffine {
     bias = bias_planes;
   }
 
+  // kWalk: the planes are walked by a byte offset (norm_quantize_row): chunk i of a thread lies
+  // i · step() bytes past chunk 0 in each plane, one add per chunk where the column's shift, mask
+  // and plane base took four (SASS sm_90a: five address instructions per chunk's bf16 weight and
+  // bias). NOTE: eight chunks per thread only: the four-chunk kernels spilled 20 bytes at 72
+  // registers with it (ptxas sm_90a); see norm_quantize_persistent_kernel. Measured on the H200
+  // (session 28, run 3, bf16): LayerNorm → e4m3 +3.0 % at 65536 columns, +2.9 % at 10240, +1 % at
+  // 8192 / 16384 / 32768, unchanged at 4096 / 12288 / 24576, −1.3 % at 2048 (one-warp groups);
+  // RMSNorm → e4m3 +2 % at 65536.
+  static constexpr bool kWalks = kWalk;
+  // The offset of the thread's chunk 0 (chunk t of the CTA's slice: its columns start on a chunk).
+  __device__ __forceinline__ static int first_offset(const RowSlot& slot) {
+    return slot.t * static_cast<int>(sizeof(Plane));
+  }
+  __device__ __forceinline__ static int step(const RowSlot& slot) {
+    return slot.threads * static_cast<int>(sizeof(Plane));
+  }
+  template <class Terms>
+  __device__ __forceinline__ void get_at(int offset, int k, float (&w)[kPart], float (&b)[kPart]) const {
+    if constexpr (Terms::kWeight)
+      to_floats(*reinterpret_cast<const Plane*>(reinterpret_cast<const char*>(weight + k * chunks) + offset), w);
+    if constexpr (Terms::kBias)
+      to_floats(*reinterpret_cast<const Plane*>(reinterpret_cast<const char*>(bias + k * chunks) + offset), b);
+  }
+
   // Part k of chunk c: one plane's values of each term, so a chunk's float terms take 8 registers
   // at a time, not 16 (norm_quantize_persistent_kernel spilled at 72 with whole chunks).
   static constexpr int kParts = kPlanes;
@@ -162,6 +186,12 @@ struct SharedAffine {
     else unpack_floats<T, kPart>(v, out);
   }
 };
+
+// Whether an affine's weight and bias are walked by a byte offset (SharedAffine::kWalks).
+template <class Affine, class = void>
+inline constexpr bool kWalks = false;
+template <class Affine>
+inline constexpr bool kWalks<Affine, std::void_t<decltype(Affine::kWalks)>> = Affine::kWalks;
 
 // Whether norm_quantize_row's all-reduce call site `site` is its row's first: LayerNorm's moments
 // (0), RMSNorm's Σh² (2).
@@ -243,19 +273,29 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   const auto affine_all = [&](auto terms) {
     using Terms = decltype(terms);
     float chain = 0.0f;
+    int at = 0;  // kWalks: the byte offset of chunk i's weight and bias
+    if constexpr (kWalks<Affine>) at = Affine::first_offset(slot);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       int c = Tile::column(slot, i);
+      if constexpr (kWalks<Affine>)
+        if (i > 0) at += Affine::step(slot);
       if (!chunk_in_row<kAccess>(c, n)) continue;
       // NOTE: each chunk's weight and bias loads wait on the previous chunk's y (an empty asm
-      // dependency on the column), as the quantizing forms of norm_forward_row: with every
-      // chunk's loads hoisted above the first use, the kernel spilled at 80 registers.
-      if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
+      // dependency on the column, or on the walk's offset), as the quantizing forms of
+      // norm_forward_row: with every chunk's loads hoisted above the first use, the kernel spilled
+      // at 80 registers.
+      if constexpr (kWalks<Affine>) {
+        if (i > 0) asm volatile("" : "+r"(at) : "f"(chain));
+      } else {
+        if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
+      }
       constexpr int kPart = kE / Affine::kParts;
 #pragma unroll
       for (int k = 0; k < Affine::kParts; ++k) {
         float w[kPart], b[kPart];
-        affine.template get<Terms, kAccess>(c, k, w, b);
+        if constexpr (kWalks<Affine>) affine.template get_at<Terms>(at, k, w, b);
+        else affine.template get<Terms, kAccess>(c, k, w, b);
         affine_floats_in_place<Terms, AffineForm::Folded>(v[i] + k * kPart, w, b, shift, rstd);
       }
       chain = v[i][kE - 1];
@@ -417,7 +457,9 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
                                    buffers + buffer * columns, static_cast<std::int32_t>(bytes));
   };
 
-  const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed, kAffine> affine(smem, p, begin, columns);
+  // NOTE: the walk spilled the one-buffer kernel at kEightDenseRegisters (12 bytes, ptxas sm_90a).
+  const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed, kAffine, kEight && !kDense> affine(
+      smem, p, begin, columns);
   // A cluster per row group when split (one group per CTA), else a CTA per `groups` of them.
   const Row first = Row{blockIdx.x} / kClusterCtas * groups + group;
   const Row step = Row{gridDim.x} / kClusterCtas * groups;
