@@ -49,6 +49,7 @@ struct GlobalAffine {
   int n;
 
   static constexpr int kParts = 1;  // of a chunk, read apart
+  static constexpr bool kWalks = false;  // read by column (SharedAffine::kWalks)
   template <class Terms, Access kAccess>
   __device__ __forceinline__ void get(int c, int, float (&w)[kE], float (&b)[kE]) const {
     if constexpr (Terms::kWeight) unpack_floats<T, kE>(load_pack<T, kE, Cache::Keep, kAccess>(weight, c, n), w);
@@ -145,9 +146,8 @@ struct SharedAffine {
   }
 
   // kWalk: the planes are walked by a byte offset (norm_quantize_row): chunk i of a thread lies
-  // i · step() bytes past chunk 0 in each plane, one add per chunk where the column's shift, mask
-  // and plane base took four (SASS sm_90a: five address instructions per chunk's bf16 weight and
-  // bias). NOTE: eight chunks per thread only: the four-chunk kernels spilled 20 bytes at 72
+  // i · step() bytes past chunk 0 in each plane, one add per chunk where the column's step, shift
+  // and mask and each plane's base took five (SASS sm_90a, the bf16 weight and bias). NOTE: eight chunks per thread only: the four-chunk kernels spilled 20 bytes at 72
   // registers with it (ptxas sm_90a); see norm_quantize_persistent_kernel. Measured on the H200
   // (session 28, run 3, bf16): LayerNorm → e4m3 +3.0 % at 65536 columns, +2.9 % at 10240, +1 % at
   // 8192 / 16384 / 32768, unchanged at 4096 / 12288 / 24576, −1.3 % at 2048 (one-warp groups);
@@ -186,12 +186,6 @@ struct SharedAffine {
     else unpack_floats<T, kPart>(v, out);
   }
 };
-
-// Whether an affine's weight and bias are walked by a byte offset (SharedAffine::kWalks).
-template <class Affine, class = void>
-inline constexpr bool kWalks = false;
-template <class Affine>
-inline constexpr bool kWalks<Affine, std::void_t<decltype(Affine::kWalks)>> = Affine::kWalks;
 
 // Whether norm_quantize_row's all-reduce call site `site` is its row's first: LayerNorm's moments
 // (0), RMSNorm's Σh² (2).
@@ -274,18 +268,18 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
     using Terms = decltype(terms);
     float chain = 0.0f;
     int at = 0;  // kWalks: the byte offset of chunk i's weight and bias
-    if constexpr (kWalks<Affine>) at = Affine::first_offset(slot);
+    if constexpr (Affine::kWalks) at = Affine::first_offset(slot);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       int c = Tile::column(slot, i);
-      if constexpr (kWalks<Affine>)
+      if constexpr (Affine::kWalks)
         if (i > 0) at += Affine::step(slot);
       if (!chunk_in_row<kAccess>(c, n)) continue;
       // NOTE: each chunk's weight and bias loads wait on the previous chunk's y (an empty asm
       // dependency on the column, or on the walk's offset), as the quantizing forms of
       // norm_forward_row: with every chunk's loads hoisted above the first use, the kernel spilled
       // at 80 registers.
-      if constexpr (kWalks<Affine>) {
+      if constexpr (Affine::kWalks) {
         if (i > 0) asm volatile("" : "+r"(at) : "f"(chain));
       } else {
         if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
@@ -294,7 +288,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
 #pragma unroll
       for (int k = 0; k < Affine::kParts; ++k) {
         float w[kPart], b[kPart];
-        if constexpr (kWalks<Affine>) affine.template get_at<Terms>(at, k, w, b);
+        if constexpr (Affine::kWalks) affine.template get_at<Terms>(at, k, w, b);
         else affine.template get<Terms, kAccess>(c, k, w, b);
         affine_floats_in_place<Terms, AffineForm::Folded>(v[i] + k * kPart, w, b, shift, rstd);
       }

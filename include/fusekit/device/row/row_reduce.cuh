@@ -280,8 +280,9 @@ __device__ inline V group_allreduce(V v, Op op, const RowLayout& layout, const R
   v = warp_allreduce(v, op, layout);
   if (layout.threads > kWarpThreads) {
     const auto warps = static_cast<int>(static_cast<unsigned>(layout.threads) / kWarpThreads);
-    v = combine_row_warps<kCombine>(v, op, warps, group.first_warp, group_partials<V>() + kSlot * (kMaxRowThreads / kWarpThreads),
-                          [&] { named_barrier_sync(group.barrier, layout.threads); });
+    v = combine_row_warps<kCombine>(v, op, warps, group.first_warp,
+                                    group_partials<V>() + kSlot * (kMaxRowThreads / kWarpThreads),
+                                    [&] { named_barrier_sync(group.barrier, layout.threads); });
   }
   return v;
 }
