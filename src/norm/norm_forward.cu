@@ -121,7 +121,7 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
 // Past 16384 (session 26, run 1, against read again from L2; weight and bias as bf16 below):
 // LayerNorm → e4m3 2240 → 2440, 2327 → 2689, 2381 → 2988, 2058 → 2948, 2168 → 3077 at 18432 /
 // 20480 / 24576 / 28672 / 32768.
-constexpr ColumnRange kLayerNormFp8Eight{2048, 32768}, kRmsNormFp8EightPersistent{12288, 16384};
+constexpr ColumnRange kLayerNormFp8Eight{2048, 32768}, kRmsNormFp8EightPersistent{10240, 16384};
 // RMSNorm → e4m3 past 16384 (read again from L2 before; one group of 10–16 warps per SM, the
 // weight's floats and two rows filling its shared memory): measured (session 25, run 4) 3234 →
 // 3291, 3355 → 3489, 3427 → 3629 at 20480 / 22528 / 24576, but 3228 → 2993 at 18432 (9 warps:
@@ -172,9 +172,20 @@ ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   return eight ? ThreadChunks::Eight : ThreadChunks::OpConfig;
 }
 
-// The layout of bf16 rows of n columns on eight chunks per thread: one CTA up to 32768 columns,
-// clusters past them.
-device::RowLayout eight_chunk_layout(std::int64_t n) {
+// Where LayerNorm → e4m3 rows past 32768 columns take one CTA of more than 512 threads (one group
+// of 18 warps at kEightDenseRegisters, one row buffer) rather than a cluster of two CTAs of 9
+// warps, one group per SM.
+constexpr ColumnRange kLayerNormFp8Wide{36864, 36864};
+// The shared memory norm_quantize_persistent_kernel's CTA may take: all an sm_90 CTA may opt into
+// (227 KB) less the kernel's static scratch (the group all-reduces' partials, 3 KB; ptxas).
+constexpr std::size_t kPersistentQuantizeSharedBytes = 224 * 1024;
+
+// The layout of bf16 rows of n columns on eight chunks per thread: one CTA up to 32768 columns
+// (kLayerNormFp8Wide: past them), clusters past them.
+device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) {
+  if (job.norm.kind == NormKind::LayerNorm && kLayerNormFp8Wide.holds(n))
+    return device::plan_rows<device::RowConfig<device::QuantizingRows8::kChunks>>(n, sizeof(__nv_bfloat16), 1,
+                                                                                  device::kMaxRowThreads);
   return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas());
 }
 
@@ -189,7 +200,9 @@ EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout)
   const bool layer_norm = job.norm.kind == NormKind::LayerNorm;
   const ColumnRange& native = layer_norm ? kLayerNormFp8Native : kRmsNormFp8Native;
   const bool split = layout.cluster > 1;
-  const bool dense = !split && (layer_norm ? kLayerNormFp8NativeDense : kRmsNormFp8NativeDense).holds(layout.slice);
+  const bool dense = !split && (layer_norm ? kLayerNormFp8NativeDense.holds(layout.slice) ||
+                                                 kLayerNormFp8Wide.holds(layout.slice)
+                                           : kRmsNormFp8NativeDense.holds(layout.slice));
   constexpr int kDenseGroups = 2;
   const bool two_fit = device::PersistentQuantizeSmem<__nv_bfloat16>(layout.slice, job.norm.weight.data,
                                                                      job.norm.bias.data, kDenseGroups,
@@ -216,12 +229,13 @@ bool quantizes_eight_in_registers(const NormForwardJob& job, device::Access acce
       access != device::Access::Vector || quantize_chunks(job, n) != ThreadChunks::Eight ||
       current_device_info().cc_major < rows::kClusterMinMajor)
     return false;
-  const device::RowLayout layout = eight_chunk_layout(n);
+  const device::RowLayout layout = eight_chunk_layout(job, n);
   if (!layout.valid() || layout.threads < device::kWarpThreads || !rows::whole_slices(layout, n) ||
       layout.cluster > static_cast<int>(device::RowSplit::Pair))
     return false;
   const EightForm form = eight_form(job, layout);
-  return persistent_quantize_bytes<__nv_bfloat16>(a, layout, form.affine, form.buffers) <= kStagedSharedBytes;
+  return persistent_quantize_bytes<__nv_bfloat16>(a, layout, form.affine, form.buffers) <=
+         kPersistentQuantizeSharedBytes;
 }
 
 // Where a norm's rows live: in registers while one CTA holds them (without a residual, up to
@@ -279,7 +293,7 @@ bool persistent_quantize(const NormForwardJob& job, const device::RowLayout& lay
   return current_device_info().cc_major >= rows::kClusterMinMajor && layout.threads >= device::kWarpThreads &&
          layout.cluster <= static_cast<int>(most) &&
          (buffers == device::RowBuffers::Two || layout.threads > device::kWarpThreads) &&
-         persistent_quantize_bytes<T>(job.norm, layout, affine, buffers) <= kStagedSharedBytes;
+         persistent_quantize_bytes<T>(job.norm, layout, affine, buffers) <= kPersistentQuantizeSharedBytes;
 }
 
 template <class T, class Out>
@@ -369,7 +383,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
         // NOTE: before QuantizingRows' plan: past 16384 columns its rows take clusters.
         using Eight = device::QuantizingRows8;
         if (quantize_chunks(job, shape.n) == ThreadChunks::Eight) {
-          p.layout = eight_chunk_layout(shape.n);  // as quantizes_eight_in_registers planned it
+          p.layout = eight_chunk_layout(job, shape.n);  // as quantizes_eight_in_registers planned it
           const EightForm form = eight_form(job, p.layout);
           if (rows::whole_slices(p.layout, shape.n) && shape.rows < device::kPersistentEightMaxRows &&
               persistent_quantize<T>(job, p.layout, form.affine, form.buffers, device::RowSplit::Pair)) {
