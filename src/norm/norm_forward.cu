@@ -120,7 +120,8 @@ ThreadChunks thread_chunks(const NormForwardJob& job, std::int64_t n) {
 // e4m3 2334 → 2700 (two 256-thread groups per SM, one for LayerNorm's larger affine).
 // Past 16384 (session 26, run 1, against read again from L2; weight and bias as bf16 below):
 // LayerNorm → e4m3 2240 → 2440, 2327 → 2689, 2381 → 2988, 2058 → 2948, 2168 → 3077 at 18432 /
-// 20480 / 24576 / 28672 / 32768.
+// 20480 / 24576 / 28672 / 32768. RMSNorm → e4m3 at 10240 (session 29, run 2; four chunks at 72
+// registers before): 3495 → 3993.
 constexpr ColumnRange kLayerNormFp8Eight{2048, 32768}, kRmsNormFp8EightPersistent{10240, 16384};
 // RMSNorm → e4m3 past 16384 (read again from L2 before; one group of 10–16 warps per SM, the
 // weight's floats and two rows filling its shared memory): measured (session 25, run 4) 3234 →
@@ -164,26 +165,34 @@ constexpr ColumnRange kLayerNormFp8NativeDense{18432, 20480}, kRmsNormFp8NativeD
 // one pass fewer than LayerNorm's).
 constexpr ColumnRange kLayerNormFp8Pair{36864, 65536}, kRmsNormFp8Pair{57344, 65536};
 
+// Where rows past 32768 columns take one CTA of more than 512 threads (one group of 18–20 warps at
+// kEightDenseRegisters, one row buffer) rather than a cluster of two CTAs (LayerNorm: of 9 warps,
+// one group per SM) or two passes over L2 (RMSNorm): where the weight (and bias) as bf16 and one
+// row fit a CTA's shared memory and 96 registers keep five warps per scheduler.
+// NOTE: measured on the H200 (session 29, runs 2–3, bf16, 2^27 elements, GB/s): LayerNorm → e4m3
+// 2393 → 3310 at 36864 (from the pair); RMSNorm → e4m3 3006 → 3836, 3012 → 3930 at 36864 / 40960
+// (from read again from L2).
+constexpr ColumnRange kLayerNormFp8Wide{36864, 36864}, kRmsNormFp8Wide{36864, 40960};
+bool wide_eight(const NormForwardJob& job, std::int64_t n) {
+  return (job.norm.kind == NormKind::LayerNorm ? kLayerNormFp8Wide : kRmsNormFp8Wide).holds(n);
+}
+
 ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   const bool eight = job.norm.kind == NormKind::LayerNorm
                          ? kLayerNormFp8Eight.holds(n) || kLayerNormFp8Pair.holds(n)
                          : kRmsNormFp8EightPersistent.holds(n) || kRmsNormFp8EightLong.holds(n) ||
-                               kRmsNormFp8Pair.holds(n);
+                               kRmsNormFp8Wide.holds(n) || kRmsNormFp8Pair.holds(n);
   return eight ? ThreadChunks::Eight : ThreadChunks::OpConfig;
 }
 
-// Where LayerNorm → e4m3 rows past 32768 columns take one CTA of more than 512 threads (one group
-// of 18 warps at kEightDenseRegisters, one row buffer) rather than a cluster of two CTAs of 9
-// warps, one group per SM.
-constexpr ColumnRange kLayerNormFp8Wide{36864, 36864};
 // The shared memory norm_quantize_persistent_kernel's CTA may take: all an sm_90 CTA may opt into
 // (227 KB) less the kernel's static scratch (the group all-reduces' partials, 3 KB; ptxas).
 constexpr std::size_t kPersistentQuantizeSharedBytes = 224 * 1024;
 
 // The layout of bf16 rows of n columns on eight chunks per thread: one CTA up to 32768 columns
-// (kLayerNormFp8Wide: past them), clusters past them.
+// (wide_eight: past them), clusters past them.
 device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) {
-  if (job.norm.kind == NormKind::LayerNorm && kLayerNormFp8Wide.holds(n))
+  if (wide_eight(job, n))
     return device::plan_rows<device::RowConfig<device::QuantizingRows8::kChunks>>(n, sizeof(__nv_bfloat16), 1,
                                                                                   device::kMaxRowThreads);
   return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas());
@@ -200,9 +209,8 @@ EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout)
   const bool layer_norm = job.norm.kind == NormKind::LayerNorm;
   const ColumnRange& native = layer_norm ? kLayerNormFp8Native : kRmsNormFp8Native;
   const bool split = layout.cluster > 1;
-  const bool dense = !split && (layer_norm ? kLayerNormFp8NativeDense.holds(layout.slice) ||
-                                                 kLayerNormFp8Wide.holds(layout.slice)
-                                           : kRmsNormFp8NativeDense.holds(layout.slice));
+  const bool dense = !split && ((layer_norm ? kLayerNormFp8NativeDense : kRmsNormFp8NativeDense).holds(layout.slice) ||
+                                wide_eight(job, layout.slice));
   constexpr int kDenseGroups = 2;
   const bool two_fit = device::PersistentQuantizeSmem<__nv_bfloat16>(layout.slice, job.norm.weight.data,
                                                                      job.norm.bias.data, kDenseGroups,

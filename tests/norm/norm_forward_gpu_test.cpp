@@ -445,9 +445,10 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // (AffineFormat::Native; WarpCombine::Butterfly past eight warps, and at odd counts, which pad
 // with the op's identity: LayerNorm's seven warps at 14336, eleven at 22528, thirteen at 26624),
 // LayerNorm's of 26624 and 32768 with one row buffer per group (RowBuffers::One); bf16 LayerNorm
-// rows of 36864, 40960 and 65536 columns and RMSNorm's of 65536 split over clusters of two CTAs
-// (RowSplit::Pair: halves of nine, ten and sixteen warps; LayerNorm's of 65536 with one row
-// buffer); other rows of 24576 and more columns are read again from L2.
+// rows of 36864 columns and RMSNorm's of 36864 and 40960 on one CTA of 18 and 20 warps (one row
+// buffer); LayerNorm's of 40960 and 65536 columns and RMSNorm's of 65536 split over clusters of two
+// CTAs (RowSplit::Pair: halves of ten and sixteen warps; LayerNorm's of 65536 with one row buffer);
+// other rows of 24576 and more columns are read again from L2.
 TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
