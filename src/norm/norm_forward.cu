@@ -163,7 +163,8 @@ constexpr ColumnRange kLayerNormFp8NativeDense{18432, 20480}, kRmsNormFp8NativeD
 // 36864 / 40960 / 49152 / 57344 / 65536; RMSNorm → e4m3 2661 → 3184, 2692 → 3425 at 57344 / 65536,
 // but 3011 → 2589, 3010 → 2844, 3196 → 3172 at 36864 / 40960 / 49152 (its L2 rereads cost less:
 // one pass fewer than LayerNorm's).
-constexpr ColumnRange kLayerNormFp8Pair{36864, 65536}, kRmsNormFp8Pair{57344, 65536};
+// (LayerNorm at 36864 since session 29: kLayerNormFp8Wide.)
+constexpr ColumnRange kLayerNormFp8Pair{40960, 65536}, kRmsNormFp8Pair{57344, 65536};
 
 // Where rows past 32768 columns take one CTA of more than 512 threads (one group of 18–20 warps at
 // kEightDenseRegisters, one row buffer) rather than a cluster of two CTAs (LayerNorm: of 9 warps,
@@ -179,7 +180,7 @@ bool wide_eight(const NormForwardJob& job, std::int64_t n) {
 
 ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   const bool eight = job.norm.kind == NormKind::LayerNorm
-                         ? kLayerNormFp8Eight.holds(n) || kLayerNormFp8Pair.holds(n)
+                         ? kLayerNormFp8Eight.holds(n) || kLayerNormFp8Wide.holds(n) || kLayerNormFp8Pair.holds(n)
                          : kRmsNormFp8EightPersistent.holds(n) || kRmsNormFp8EightLong.holds(n) ||
                                kRmsNormFp8Wide.holds(n) || kRmsNormFp8Pair.holds(n);
   return eight ? ThreadChunks::Eight : ThreadChunks::OpConfig;
@@ -209,8 +210,8 @@ EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout)
   const bool layer_norm = job.norm.kind == NormKind::LayerNorm;
   const ColumnRange& native = layer_norm ? kLayerNormFp8Native : kRmsNormFp8Native;
   const bool split = layout.cluster > 1;
-  const bool dense = !split && ((layer_norm ? kLayerNormFp8NativeDense : kRmsNormFp8NativeDense).holds(layout.slice) ||
-                                wide_eight(job, layout.slice));
+  const ColumnRange& two_groups = layer_norm ? kLayerNormFp8NativeDense : kRmsNormFp8NativeDense;
+  const bool dense = !split && (two_groups.holds(layout.slice) || wide_eight(job, layout.slice));
   constexpr int kDenseGroups = 2;
   const bool two_fit = device::PersistentQuantizeSmem<__nv_bfloat16>(layout.slice, job.norm.weight.data,
                                                                      job.norm.bias.data, kDenseGroups,
