@@ -267,7 +267,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   const auto affine_all = [&](auto terms) {
     using Terms = decltype(terms);
     float chain = 0.0f;
-    int at = 0;  // kWalks: the byte offset of chunk i's weight and bias
+    [[maybe_unused]] int at = 0;  // kWalks: the byte offset of chunk i's weight and bias
     if constexpr (Affine::kWalks) at = Affine::first_offset(slot);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
