@@ -187,7 +187,8 @@ ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
 }
 
 // The shared memory norm_quantize_persistent_kernel's CTA may take: all an sm_90 CTA may opt into
-// (227 KB) less the kernel's static scratch (the group all-reduces' partials, 3 KB; ptxas).
+// (227 KB) less the kernel's static scratch (the group all-reduces' partials, 3 KB; ptxas; the
+// split kernels' 3.6 KB with the cluster exchange, whose half rows take at most 192 KB).
 constexpr std::size_t kPersistentQuantizeSharedBytes = 224 * 1024;
 
 // The layout of bf16 rows of n columns on eight chunks per thread: one CTA up to 32768 columns

@@ -147,8 +147,9 @@ struct SharedAffine {
 
   // kWalk: the planes are walked by a byte offset (norm_quantize_row): chunk i of a thread lies
   // i · step() bytes past chunk 0 in each plane, one add per chunk where the column's step, shift
-  // and mask and each plane's base took five (SASS sm_90a, the bf16 weight and bias). NOTE: eight chunks per thread only: the four-chunk kernels spilled 20 bytes at 72
-  // registers with it (ptxas sm_90a); see norm_quantize_persistent_kernel. Measured on the H200
+  // and mask and each plane's base took five (SASS sm_90a, the bf16 weight and bias).
+  // NOTE: eight chunks per thread only: the four-chunk kernels spilled 20 bytes at 72 registers
+  // with it (ptxas sm_90a); see norm_quantize_persistent_kernel. Measured on the H200
   // (session 28, run 3, bf16): LayerNorm → e4m3 +3.0 % at 65536 columns, +2.9 % at 10240, +1 % at
   // 8192 / 16384 / 32768, unchanged at 4096 / 12288 / 24576, −1.3 % at 2048 (one-warp groups);
   // RMSNorm → e4m3 +2 % at 65536.
@@ -323,7 +324,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
 #pragma unroll
     for (int e = 0; e < kE; ++e) v[i][e] *= inv_scale;
     const auto q = pack_floats<__nv_fp8_e4m3, kE>(v[i]);
-    if constexpr (Affine::kWalks) __stcs(reinterpret_cast<typename decltype(q)::Word*>(walk), q.word);
+    if constexpr (Affine::kWalks) store_pack<__nv_fp8_e4m3, kE, Access::Whole>(walk, 0, n, q);
     else store_pack<__nv_fp8_e4m3, kE, kAccess>(out, c, n, q);
   }
 }
