@@ -105,7 +105,12 @@ struct ClusterExchange {
   // The CTA's sums of group g (warp butterflies, then warp 0 over the warps' partials, in a fixed
   // order), pushed by lane r of warp 0 into slot g % kExchangeSlots of CTA r for this CTA's rank.
   __device__ void push(int g, Sums part, const RowLayout& layout, int rank) {
-    const auto warp = static_cast<int>(threadIdx.x / kWarpThreads), lane = static_cast<int>(threadIdx.x % kWarpThreads);
+    // NOTE: signed warp and lane here, unlike row_reduce's: the unsigned shift and mask changed
+    // ptxas's schedule of the backward's cluster kernels (8 instructions more in the four-chunk
+    // one) and ran the norm backward 1.6–1.9 % slower at 16384, 65536 and 131072 bf16 columns
+    // (H200, session 30: LayerNorm backward 3150 → 3209 GB/s at 65536 with these).
+    const auto thread = static_cast<int>(threadIdx.x);
+    const int warp = thread / kWarpThreads, lane = thread % kWarpThreads;
 #pragma unroll
     for (int mask = kWarpThreads / 2; mask > 0; mask /= 2) part = Op{}(part, shuffle_xor(part, mask));
     Sums* partials = warp_sums[g % 2];
