@@ -174,15 +174,34 @@ constexpr ColumnRange kLayerNormFp8Pair{40960, 65536}, kRmsNormFp8Pair{57344, 65
 // 2393 → 3310 at 36864 (from the pair); RMSNorm → e4m3 3006 → 3836, 3012 → 3930 at 36864 / 40960
 // (from read again from L2).
 constexpr ColumnRange kLayerNormFp8Wide{36864, 36864}, kRmsNormFp8Wide{36864, 40960};
+
+// Where RMSNorm → e4m3 rows without a bias keep their bf16 chunks packed in registers
+// (NormForms::RmsNormUnbiased, device::rms_quantize_packed_row: half the registers of the row's
+// floats, so one CTA of 24–28 warps holds a row at kPackedRegisters), past the one-CTA rows of
+// floats (kRmsNormFp8Wide: at most 20 warps at 96 registers).
+// NOTE: measured on the H200 (session 30, run 2, bf16, 2^27 elements, GB/s): 3184 → 3730 at 49152
+// (from read again from L2), 3390 → 3683 at 57344 (from the cluster pair). Where the floats fit
+// one group per SM the packed rows ran slower (3954 → 3563, 3830 → 3529, 3926 → 3687 at 32768 /
+// 36864 / 40960: the second unpack of x and w costs more than a lone group hides).
+constexpr ColumnRange kRmsNormFp8Packed{49152, 57344};
+constexpr int kPackedRegisters = 72;  // 28 warps per SM; 0 spills down to 64 (ptxas sm_90a)
+// Its shared memory: all a CTA may opt into (227 KB) less its static scratch (the all-reduce's
+// partials, 2 KB; ptxas), so 57344 columns' bf16 weight and one row (224 KB) fit.
+constexpr std::size_t kPackedQuantizeSharedBytes = 225 * 1024;
+bool packed_rms(const NormForwardJob& job, std::int64_t n) {
+  return job.norm.kind == NormKind::RmsNorm && job.norm.bias.data == nullptr && kRmsNormFp8Packed.holds(n);
+}
+
+// Rows planned on one CTA of up to kMaxRowThreads (eight_chunk_layout).
 bool wide_eight(const NormForwardJob& job, std::int64_t n) {
-  return (job.norm.kind == NormKind::LayerNorm ? kLayerNormFp8Wide : kRmsNormFp8Wide).holds(n);
+  return (job.norm.kind == NormKind::LayerNorm ? kLayerNormFp8Wide : kRmsNormFp8Wide).holds(n) || packed_rms(job, n);
 }
 
 ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   const bool eight = job.norm.kind == NormKind::LayerNorm
                          ? kLayerNormFp8Eight.holds(n) || kLayerNormFp8Wide.holds(n) || kLayerNormFp8Pair.holds(n)
                          : kRmsNormFp8EightPersistent.holds(n) || kRmsNormFp8EightLong.holds(n) ||
-                               kRmsNormFp8Wide.holds(n) || kRmsNormFp8Pair.holds(n);
+                               kRmsNormFp8Wide.holds(n) || kRmsNormFp8Pair.holds(n) || packed_rms(job, n);
   return eight ? ThreadChunks::Eight : ThreadChunks::OpConfig;
 }
 
@@ -205,10 +224,14 @@ device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) 
 struct EightForm {
   device::AffineFormat affine;
   device::RowBuffers buffers;
-  bool dense;  // at kEightDenseRegisters (the bf16-affine kernels)
+  bool dense;   // at kEightDenseRegisters (the bf16-affine kernels)
+  bool packed;  // packed_rms: NormForms::RmsNormUnbiased at kPackedRegisters
+  std::size_t budget() const { return packed ? kPackedQuantizeSharedBytes : kPersistentQuantizeSharedBytes; }
 };
 EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout) {
   const bool layer_norm = job.norm.kind == NormKind::LayerNorm;
+  if (layout.cluster == 1 && packed_rms(job, layout.slice))
+    return {device::AffineFormat::Native, device::RowBuffers::One, false, true};
   const ColumnRange& native = layer_norm ? kLayerNormFp8Native : kRmsNormFp8Native;
   const bool split = layout.cluster > 1;
   const ColumnRange& two_groups = layer_norm ? kLayerNormFp8NativeDense : kRmsNormFp8NativeDense;
@@ -220,7 +243,7 @@ EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout)
                            .bytes() <= kStagedSharedBytes;
   const bool one_buffer = (layer_norm && kLayerNormFp8OneBuffer.holds(layout.slice)) || (dense && !two_fit);
   return {split || dense || native.holds(layout.slice) ? device::AffineFormat::Native : device::AffineFormat::Float,
-          one_buffer ? device::RowBuffers::One : device::RowBuffers::Two, dense};
+          one_buffer ? device::RowBuffers::One : device::RowBuffers::Two, dense, false};
 }
 
 // The shared bytes of norm_quantize_persistent_kernel's CTA of one group of `layout`'s rows.
@@ -244,8 +267,7 @@ bool quantizes_eight_in_registers(const NormForwardJob& job, device::Access acce
       layout.cluster > static_cast<int>(device::RowSplit::Pair))
     return false;
   const EightForm form = eight_form(job, layout);
-  return persistent_quantize_bytes<__nv_bfloat16>(a, layout, form.affine, form.buffers) <=
-         kPersistentQuantizeSharedBytes;
+  return persistent_quantize_bytes<__nv_bfloat16>(a, layout, form.affine, form.buffers) <= form.budget();
 }
 
 // Where a norm's rows live: in registers while one CTA holds them (without a residual, up to
@@ -299,11 +321,12 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
 // 4057, 3168 → 3595 at 1024 / 2048 / 4096 / 8192 / 12288.
 template <class T>
 bool persistent_quantize(const NormForwardJob& job, const device::RowLayout& layout, device::AffineFormat affine,
-                         device::RowBuffers buffers, device::RowSplit most = device::RowSplit::Cta) {
+                         device::RowBuffers buffers, device::RowSplit most = device::RowSplit::Cta,
+                         std::size_t budget = kPersistentQuantizeSharedBytes) {
   return current_device_info().cc_major >= rows::kClusterMinMajor && layout.threads >= device::kWarpThreads &&
          layout.cluster <= static_cast<int>(most) &&
          (buffers == device::RowBuffers::Two || layout.threads > device::kWarpThreads) &&
-         persistent_quantize_bytes<T>(job.norm, layout, affine, buffers) <= kPersistentQuantizeSharedBytes;
+         persistent_quantize_bytes<T>(job.norm, layout, affine, buffers) <= budget;
 }
 
 template <class T, class Out>
@@ -396,7 +419,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
           p.layout = eight_chunk_layout(job, shape.n);  // as quantizes_eight_in_registers planned it
           const EightForm form = eight_form(job, p.layout);
           if (rows::whole_slices(p.layout, shape.n) && shape.rows < device::kPersistentEightMaxRows &&
-              persistent_quantize<T>(job, p.layout, form.affine, form.buffers, device::RowSplit::Pair)) {
+              persistent_quantize<T>(job, p.layout, form.affine, form.buffers, device::RowSplit::Pair, form.budget())) {
             using device::AffineFormat, device::RowBuffers, device::Access, device::RowSplit;
             if (p.layout.cluster == static_cast<int>(RowSplit::Pair)) {
               // A cluster per row, one group per CTA (eight_form: the weight and bias as bf16).
@@ -411,6 +434,11 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
               return go_pair(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                      RowBuffers::Two, kCap, RowSplit::Pair>);
             }
+            if (form.packed)
+              return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
+                                                                           RowBuffers::One, kPackedRegisters, RowSplit::Cta,
+                                                                           device::NormForms::RmsNormUnbiased>,
+                                   form.affine, form.buffers);
             constexpr int kDense = device::kEightDenseRegisters;
             if (form.dense && form.buffers == RowBuffers::One)
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,

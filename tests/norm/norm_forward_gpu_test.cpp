@@ -448,7 +448,9 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // rows of 36864 columns and RMSNorm's of 36864 and 40960 on one CTA of 18 and 20 warps (one row
 // buffer); LayerNorm's of 40960 and 65536 columns and RMSNorm's of 65536 split over clusters of two
 // CTAs (RowSplit::Pair: halves of ten and sixteen warps; LayerNorm's of 65536 with one row buffer);
-// other rows of 24576 and more columns are read again from L2.
+// RMSNorm's without a bias of 49152 and 57344 columns on one CTA of 24 and 28 warps, their rows
+// kept packed (NormForms::RmsNormUnbiased, at 72 registers); other rows of 24576 and more columns
+// are read again from L2.
 TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
@@ -459,10 +461,15 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
                          Shape{1001, 12288, 12288}, Shape{901, 14336, 14336}, Shape{777, 16384, 16384},
                          Shape{613, 18432, 18432}, Shape{687, 20480, 20480}, Shape{505, 22528, 22528},
                          Shape{555, 24576, 24576}, Shape{433, 26624, 26624}, Shape{333, 32768, 32768},
-                         Shape{171, 36864, 36864}, Shape{151, 40960, 40960}, Shape{201, 65536, 65536}}) {
+                         Shape{171, 36864, 36864}, Shape{151, 40960, 40960}, Shape{121, 49152, 49152},
+                         Shape{111, 57344, 57344}, Shape{201, 65536, 65536}}) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
     check_quantize(kind, dt, s, seed, true, true, -3.0f, 3.0f);
     check_quantize(kind, dt, s, seed + 7, false, true, 100.0f, 104.0f);
+    if (kind == NormKind::RmsNorm && s.n >= 18432) {
+      check_quantize(kind, dt, s, seed + 13, true, false, -3.0f, 3.0f);
+      check_quantize(kind, dt, s, seed + 17, false, false, 100.0f, 104.0f);
+    }
   }
 }
 

@@ -329,6 +329,90 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   }
 }
 
+// One RMSNorm row without a bias, q = sat(h·w·(rstd·s)), of which this thread holds `slot`'s
+// whole chunks `h`, kept as T: Σh² and max |h·w| in one pass and one all-reduce (amax =
+// rstd·max |h·w|, as norm_forward_row folds it), then the output pass unpacks h and reads w again.
+// The row takes half the registers of norm_quantize_row's floats (eight bf16 chunks: 32 against
+// 64), for a second unpack of x and w per element, so more warps fit an SM
+// (norm_quantize_persistent_kernel with NormForms::RmsNormUnbiased).
+template <class T, class Config, class Affine, class AllReduce>
+__device__ __forceinline__ void rms_quantize_packed_row(const NormForwardParams& p, std::int64_t row,
+                                                        const RowSlot& slot, const RowTile<T, Config>& h,
+                                                        const Affine& affine, AllReduce&& allreduce) {
+  using Tile = RowTile<T, Config>;
+  constexpr int kE = Tile::kElements;
+  constexpr int kChunks = Tile::kChunks;
+  constexpr int kPart = kE / Affine::kParts;
+  const bool leader = slot.t == 0 && slot.begin == 0;
+  // Calls use(i, k, x, w) for part k of each chunk i: its kPart values of h and of the weight (or
+  // ones). NOTE: each chunk's weight load waits on the previous chunk's result (`chain`, an empty
+  // asm dependency), as norm_quantize_row's: hoisted, the loads hold registers the row needs.
+  const auto each_part = [&](auto weighted, auto&& use) {
+    float chain = 0.0f;
+    [[maybe_unused]] int at = 0;  // kWalks: the byte offset of chunk i's weight
+    if constexpr (Affine::kWalks) at = Affine::first_offset(slot);
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      float x[kE];
+      unpack_floats<T, kE>(h.get(i), x);
+      int c = Tile::column(slot, i);
+      if constexpr (Affine::kWalks) {
+        if (i > 0) at += Affine::step(slot);
+        if (i > 0) asm volatile("" : "+r"(at) : "f"(chain));
+      } else {
+        if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
+      }
+#pragma unroll
+      for (int k = 0; k < Affine::kParts; ++k) {
+        float w[kPart], unused[kPart];
+        if constexpr (decltype(weighted)::value) {
+          using Terms = AffineTerms<true, false, false>;
+          if constexpr (Affine::kWalks) affine.template get_at<Terms>(at, k, w, unused);
+          else affine.template get<Terms, Access::Whole>(c, k, w, unused);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kPart; ++e) w[e] = 1.0f;
+        }
+        chain = use(i, k, x + k * kPart, w);
+      }
+    }
+  };
+  const auto both = [&](auto&& use) {
+    if (p.weight != nullptr) each_part(std::true_type{}, use);
+    else each_part(std::false_type{}, use);
+  };
+
+  SumMax stats{0.0f, 0.0f};
+  both([&](int, int, const float* x, const float (&w)[kPart]) {
+#pragma unroll
+    for (int e = 0; e < kPart; ++e) {
+      stats.sum += x[e] * x[e];
+      stats.max = fmaxf(stats.max, fabsf(x[e] * w[e]));
+    }
+    return stats.max;
+  });
+  stats = allreduce(std::integral_constant<int, 2>{}, stats, SumMaxOp{});
+  const float rstd = rsqrtf(stats.sum * p.inv_n + p.eps);
+  if (leader) {
+    if (p.mean) p.mean[row] = 0.0f;
+    if (p.rstd) p.rstd[row] = rstd;
+  }
+  const float factor = rstd * quantize_factor(p, stats.max * rstd, leader, row);
+
+  // The stores walk the row (norm_quantize_row's reason).
+  auto* walk = p.y.row<__nv_fp8_e4m3>(row, p.rows_per_batch) + Tile::column(slot, 0);
+  float q[kE];
+  both([&](int i, int k, const float* x, const float (&w)[kPart]) {
+#pragma unroll
+    for (int e = 0; e < kPart; ++e) q[k * kPart + e] = x[e] * factor * w[e];
+    if (k == Affine::kParts - 1) {
+      store_pack<__nv_fp8_e4m3, kE, Access::Whole>(walk + i * slot.threads * kE, 0, p.n,
+                                                  pack_floats<__nv_fp8_e4m3, kE>(q));
+    }
+    return q[k * kPart + kPart - 1];
+  });
+}
+
 // A CTA (or cluster) per row group, the row read from global memory into registers, the weight
 // and bias read from global memory.
 template <class T, class Config, Access kAccess>
@@ -390,6 +474,8 @@ struct PersistentQuantizeSmem {
 // groups per SM), eight more where chunks may lie past the row (their tests spilled 12 bytes at
 // 72, ptxas sm_90a); on QuantizingRows8 (whole rows only), 104 (four warps per scheduler), or
 // kEightDenseRegisters where the host asks (src/norm/norm_forward.cu, kLayerNormFp8EightDense).
+// kForms = NormForms::RmsNormUnbiased runs RMSNorm rows without a bias on rms_quantize_packed_row
+// (the row kept as T: fewer registers, so wider groups fit an SM).
 template <class Config, Access kAccess>
 inline constexpr int kPersistentQuantizeMaxRegisters =
     Config::kChunks == QuantizingRows8::kChunks ? 104
@@ -419,9 +505,11 @@ __device__ __forceinline__ QuantizeExchange& quantize_exchange() {
 inline constexpr std::int64_t kPersistentEightMaxRows = std::int64_t{1} << 31;
 
 template <class T, class Config, Access kAccess, AffineFormat kAffine, RowBuffers kRowBuffers,
-          int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>, RowSplit kSplit = RowSplit::Cta>
+          int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>, RowSplit kSplit = RowSplit::Cta,
+          NormForms kForms = NormForms::Any>
 __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     const NormForwardParams p) {
+  static_assert(kForms == NormForms::Any || kAccess == Access::Whole, "packed RMSNorm rows: whole chunks");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   using Smem = PersistentQuantizeSmem<T>;
@@ -493,7 +581,7 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     RowTile<T, Config> h(slot);
     h.template load_staged<kAccess>(buffers + buffer * columns, staged_slot, columns);
     const int parity = k & 1;
-    norm_quantize_row<T, Config, kAccess>(p, row, true, slot, h, affine, [&](auto site, auto v, auto op) {
+    const auto allreduce = [&](auto site, auto v, auto op) {
       constexpr int kSite = decltype(site)::value;
       auto reduced = parity == 0 ? group_allreduce<kSite, kCombine>(v, op, p.layout, row_group)
                                  : group_allreduce<kSite + kQuantizeSites, kCombine>(v, op, p.layout, row_group);
@@ -504,7 +592,9 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       if constexpr (kClustered)
         reduced = quantize_exchange().allreduce(kSite + kQuantizeSites * parity, reduced, op, rank, kClusterCtas, phases);
       return reduced;
-    });
+    };
+    if constexpr (kForms == NormForms::RmsNormUnbiased) rms_quantize_packed_row<T, Config>(p, row, slot, h, affine, allreduce);
+    else norm_quantize_row<T, Config, kAccess>(p, row, true, slot, h, affine, allreduce);
   }
 #endif
 }

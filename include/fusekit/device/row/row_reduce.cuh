@@ -63,6 +63,7 @@ struct SumMax {
 };
 struct SumMaxOp {
   __device__ SumMax operator()(const SumMax& a, const SumMax& b) const { return {a.sum + b.sum, fmaxf(a.max, b.max)}; }
+  __device__ static SumMax identity() { return {0.0f, 0.0f}; }  // the max is of magnitudes
 };
 
 constexpr unsigned kFullWarpMask = 0xFFFFFFFFu;
