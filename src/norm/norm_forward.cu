@@ -177,19 +177,23 @@ constexpr ColumnRange kLayerNormFp8Wide{36864, 36864}, kRmsNormFp8Wide{36864, 40
 
 // Where RMSNorm → e4m3 rows without a bias keep their bf16 chunks packed in registers
 // (NormForms::RmsNormUnbiased, device::rms_quantize_packed_row: half the registers of the row's
-// floats, so one CTA of 24–28 warps holds a row at kPackedRegisters), past the one-CTA rows of
-// floats (kRmsNormFp8Wide: at most 20 warps at 96 registers).
-// NOTE: measured on the H200 (session 30, run 2, bf16, 2^27 elements, GB/s): 3184 → 3730 at 49152
-// (from read again from L2), 3390 → 3683 at 57344 (from the cluster pair). Where the floats fit
-// one group per SM the packed rows ran slower (3954 → 3563, 3830 → 3529, 3926 → 3687 at 32768 /
-// 36864 / 40960: the second unpack of x and w costs more than a lone group hides).
-constexpr ColumnRange kRmsNormFp8Packed{49152, 57344};
+// floats at kPackedRegisters): two groups of 11–14 warps per SM where the floats fit one
+// (Groups), and one CTA of 24–28 warps past the one-CTA rows of floats (Wide; kRmsNormFp8Wide: at
+// most 20 warps at 96 registers).
+// NOTE: measured on the H200 (session 30, runs 2–3, bf16, 2^27 elements, GB/s): 3803 → 4030, 3918
+// → 4033, 3700 → 3963, 3919 → 3963 at 22528 / 24576 / 26624 / 28672; 3184 → 3730 at 49152 (from
+// read again from L2), 3390 → 3683 at 57344 (from the cluster pair). Where the floats already hold
+// two groups, or where the packed rows leave one group per SM, they ran slower: 4096 → 4059 at
+// 20480 (+0.8 % at 18432), 3954 → 3563, 3830 → 3529, 3926 → 3687 at 32768 / 36864 / 40960 (the
+// second unpack of x and w costs more than a lone group hides).
+constexpr ColumnRange kRmsNormFp8PackedGroups{22528, 28672}, kRmsNormFp8PackedWide{49152, 57344};
 constexpr int kPackedRegisters = 72;  // 28 warps per SM; 0 spills down to 64 (ptxas sm_90a)
 // Its shared memory: all a CTA may opt into (227 KB) less its static scratch (the all-reduce's
 // partials, 2 KB; ptxas), so 57344 columns' bf16 weight and one row (224 KB) fit.
 constexpr std::size_t kPackedQuantizeSharedBytes = 225 * 1024;
 bool packed_rms(const NormForwardJob& job, std::int64_t n) {
-  return job.norm.kind == NormKind::RmsNorm && job.norm.bias.data == nullptr && kRmsNormFp8Packed.holds(n);
+  return job.norm.kind == NormKind::RmsNorm && job.norm.bias.data == nullptr &&
+         (kRmsNormFp8PackedGroups.holds(n) || kRmsNormFp8PackedWide.holds(n));
 }
 
 // Rows planned on one CTA of up to kMaxRowThreads (eight_chunk_layout).

@@ -448,9 +448,9 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // rows of 36864 columns and RMSNorm's of 36864 and 40960 on one CTA of 18 and 20 warps (one row
 // buffer); LayerNorm's of 40960 and 65536 columns and RMSNorm's of 65536 split over clusters of two
 // CTAs (RowSplit::Pair: halves of ten and sixteen warps; LayerNorm's of 65536 with one row buffer);
-// RMSNorm's without a bias of 49152 and 57344 columns on one CTA of 24 and 28 warps, their rows
-// kept packed (NormForms::RmsNormUnbiased, at 72 registers); other rows of 24576 and more columns
-// are read again from L2.
+// RMSNorm's without a bias of 22528–26624 columns (two groups per SM) and of 49152 and 57344 (one
+// CTA of 24 and 28 warps) keep their rows packed (NormForms::RmsNormUnbiased, at 72 registers);
+// other rows of 24576 and more columns are read again from L2.
 TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
