@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "../core/parallel.hpp"
+
 namespace fusekit::reference {
 
 namespace {
@@ -32,23 +34,28 @@ NormForward norm_forward(NormKind kind, const Matrix& x, std::span<const double>
   require_optional_vector(bias, x.cols, "bias");
   const auto n = static_cast<double>(x.cols);
 
-  NormForward out{Matrix(x.rows, x.cols), {}, {}};
-  for (std::int64_t r = 0; r < x.rows; ++r) {
-    double mean = 0.0;
-    if (kind == NormKind::LayerNorm) {
-      for (std::int64_t j = 0; j < x.cols; ++j) mean += x(r, j);
-      mean /= n;
-      out.mean.push_back(mean);
+  const auto rows = static_cast<std::size_t>(x.rows);
+  NormForward out{Matrix(x.rows, x.cols), std::vector<double>(kind == NormKind::LayerNorm ? rows : 0),
+                  std::vector<double>(rows)};
+  // Rows apart, each on one thread (the same bits as in order).
+  detail::parallel_for(x.rows, x.cols, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t r = first; r < last; ++r) {
+      double mean = 0.0;
+      if (kind == NormKind::LayerNorm) {
+        for (std::int64_t j = 0; j < x.cols; ++j) mean += x(r, j);
+        mean /= n;
+        out.mean[static_cast<std::size_t>(r)] = mean;
+      }
+      // NOTE: the second pass sums squares of centred values, which stays accurate when the
+      // mean is large compared with the spread (E[x²] − E[x]² would cancel).
+      double var = 0.0;
+      for (std::int64_t j = 0; j < x.cols; ++j) var += (x(r, j) - mean) * (x(r, j) - mean);
+      const double rstd = 1.0 / std::sqrt(var / n + eps);
+      out.rstd[static_cast<std::size_t>(r)] = rstd;
+      for (std::int64_t j = 0; j < x.cols; ++j)
+        out.y(r, j) = (x(r, j) - mean) * rstd * at_or(weight, j, 1.0) + at_or(bias, j, 0.0);
     }
-    // NOTE: the second pass sums squares of centred values, which stays accurate when the
-    // mean is large compared with the spread (E[x²] − E[x]² would cancel).
-    double var = 0.0;
-    for (std::int64_t j = 0; j < x.cols; ++j) var += (x(r, j) - mean) * (x(r, j) - mean);
-    const double rstd = 1.0 / std::sqrt(var / n + eps);
-    out.rstd.push_back(rstd);
-    for (std::int64_t j = 0; j < x.cols; ++j)
-      out.y(r, j) = (x(r, j) - mean) * rstd * at_or(weight, j, 1.0) + at_or(bias, j, 0.0);
-  }
+  });
   return out;
 }
 

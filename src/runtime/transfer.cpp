@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "../core/parallel.hpp"
 #include "fusekit/error.hpp"
 
 namespace fusekit {
@@ -37,11 +38,10 @@ void from_double(DType t, double d, unsigned char* p) {
   }
 }
 
-// Visits the byte offset of every element in logical row-major order.
+// Visits the byte offset of elements [begin, end) in logical row-major order.
 template <class F>
-void for_each_offset(const TensorView& t, F&& f) {
-  const std::int64_t n = t.numel();
-  for (std::int64_t i = 0; i < n; ++i) {
+void for_each_offset(const TensorView& t, std::int64_t begin, std::int64_t end, F&& f) {
+  for (std::int64_t i = begin; i < end; ++i) {
     std::int64_t rest = i, off = 0;
     for (int d = t.rank - 1; d >= 0; --d) {
       off += (rest % t.shape[d]) * t.strides[d];
@@ -63,7 +63,11 @@ std::vector<double> download(const TensorView& t) {
   check::device_tensor("t", t);
   auto raw = fetch_span(t);
   std::vector<double> out(static_cast<std::size_t>(t.numel()));
-  for_each_offset(t, [&](std::int64_t i, std::size_t off) { out[static_cast<std::size_t>(i)] = to_double(t.dtype, &raw[off]); });
+  detail::parallel_for(t.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
+    for_each_offset(t, begin, end, [&](std::int64_t i, std::size_t off) {
+      out[static_cast<std::size_t>(i)] = to_double(t.dtype, &raw[off]);
+    });
+  });
   return out;
 }
 
@@ -72,7 +76,7 @@ std::vector<std::uint8_t> download_bytes(const TensorView& t) {
   check::dtype("t", t, {DType::U8});
   auto raw = fetch_span(t);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(t.numel()));
-  for_each_offset(t, [&](std::int64_t i, std::size_t off) { out[static_cast<std::size_t>(i)] = raw[off]; });
+  for_each_offset(t, 0, t.numel(), [&](std::int64_t i, std::size_t off) { out[static_cast<std::size_t>(i)] = raw[off]; });
   return out;
 }
 
@@ -81,7 +85,8 @@ void upload(std::span<const double> values, const TensorView& t) {
   require(static_cast<std::int64_t>(values.size()) == t.numel(), "values size", t.numel(), values.size());
   // Read the span first so gaps between strided rows keep their contents.
   auto raw = fetch_span(t);
-  for_each_offset(t, [&](std::int64_t i, std::size_t off) { from_double(t.dtype, values[static_cast<std::size_t>(i)], &raw[off]); });
+  for_each_offset(t, 0, t.numel(),
+                  [&](std::int64_t i, std::size_t off) { from_double(t.dtype, values[static_cast<std::size_t>(i)], &raw[off]); });
   if (!raw.empty()) check_cuda(cudaMemcpy(t.data, raw.data(), raw.size(), cudaMemcpyHostToDevice), "upload");
 }
 

@@ -62,6 +62,30 @@ TEST_F(ReferenceNorm, RmsNormRowsHaveUnitMeanSquare) {
   }
 }
 
+// Long inputs are split by rows over threads: every row gets the same bits as that row alone
+// (a matrix of one row, which runs on the calling thread).
+TEST_F(ReferenceNorm, RowsSplitOverThreadsMatchEachRowAlone) {
+  constexpr std::int64_t kRows = 37, kCols = 8192;  // 37 · 8192 elements: several threads' worth
+  const Matrix x = random_matrix(kRows, kCols);
+  const std::vector<double> weight = random_vector(kCols), bias = random_vector(kCols);
+  for (NormKind kind : kKinds) {
+    SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind));
+    const NormForward all = norm_forward(kind, x, weight, bias, kEps);
+    for (std::int64_t r = 0; r < kRows; ++r) {
+      Matrix row(1, kCols);
+      for (std::int64_t j = 0; j < kCols; ++j) row(0, j) = x(r, j);
+      const NormForward alone = norm_forward(kind, row, weight, bias, kEps);
+      EXPECT_EQ(all.rstd[r], alone.rstd[0]) << "row " << r;
+      if (kind == NormKind::LayerNorm) {
+        EXPECT_EQ(all.mean[r], alone.mean[0]) << "row " << r;
+      }
+      for (std::int64_t j = 0; j < kCols; ++j) {
+        if (all.y(r, j) != alone.y(0, j)) ADD_FAILURE() << "row " << r << " column " << j;
+      }
+    }
+  }
+}
+
 TEST_F(ReferenceNorm, EpsilonBoundsAConstantRow) {
   // x̂ = 0 for a constant row: LayerNorm returns the bias, with rstd = 1/sqrt(eps).
   const Matrix x(2, 8, 3.0);
