@@ -194,8 +194,9 @@ constexpr bool is_first_allreduce(int site) { return site == 0 || site == 2; }
 
 // One quantizing row, `row` (live: row < rows), of which this thread holds `slot`'s chunks `h`
 // (chunks past the row read as 0, so they add nothing to Σh and Σh²); `allreduce(site, v, op)`
-// reduces v over the row's threads at call site `site` (0 … 3).
-template <class T, class Config, Access kAccess, class Affine, class AllReduce>
+// reduces v over the row's threads at call site `site` (0 … 3). Chunk i's weight and bias loads
+// wait on chunk i − kLoadsAhead's y (1 or 2; see affine_all).
+template <class T, class Config, Access kAccess, int kLoadsAhead = 1, class Affine, class AllReduce>
 __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, std::int64_t row, bool live,
                                                   const RowSlot& slot, const RowTile<T, Config>& h,
                                                   const Affine& affine, AllReduce&& allreduce) {
@@ -267,7 +268,8 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   float amax = 0.0f;
   const auto affine_all = [&](auto terms) {
     using Terms = decltype(terms);
-    float chain = 0.0f;
+    static_assert(kLoadsAhead == 1 || kLoadsAhead == 2, "a chain on the last chunk's y or the one before");
+    float chain = 0.0f, chain_before = 0.0f;  // the last chunk's y, the one before's
     [[maybe_unused]] int at = 0;  // kWalks: the byte offset of chunk i's weight and bias
     if constexpr (Affine::kWalks) at = Affine::first_offset(slot);
 #pragma unroll
@@ -279,11 +281,13 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
       // NOTE: each chunk's weight and bias loads wait on the previous chunk's y (an empty asm
       // dependency on the column, or on the walk's offset), as the quantizing forms of
       // norm_forward_row: with every chunk's loads hoisted above the first use, the kernel spilled
-      // at 80 registers.
+      // at 80 registers. Two ahead (on the y before the last), a chunk's loads may be issued
+      // while the previous chunk computes, where the registers allow it.
+      const float after = kLoadsAhead == 2 ? chain_before : chain;
       if constexpr (Affine::kWalks) {
-        if (i > 0) asm volatile("" : "+r"(at) : "f"(chain));
+        if (i >= kLoadsAhead) asm volatile("" : "+r"(at) : "f"(after));
       } else {
-        if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
+        if (i >= kLoadsAhead) asm volatile("" : "+r"(c) : "f"(after));
       }
       constexpr int kPart = kE / Affine::kParts;
 #pragma unroll
@@ -293,6 +297,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
         else affine.template get<Terms, kAccess>(c, k, w, b);
         affine_floats_in_place<Terms, AffineForm::Folded>(v[i] + k * kPart, w, b, shift, rstd);
       }
+      chain_before = chain;
       chain = v[i][kE - 1];
 #pragma unroll
       for (int e = 0; e < kE; ++e) amax = fmaxf(amax, fabsf(v[i][e]));
@@ -572,6 +577,14 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   constexpr WarpCombine kCombine =
       kAffine == AffineFormat::Native && !(kClustered && kRowBuffers == RowBuffers::Two) ? WarpCombine::Butterfly
                                                                                          : WarpCombine::Tree;
+  // The bf16-affine rows of one CTA at 104 registers and two row buffers (LayerNorm → e4m3 at
+  // 12288–24576 columns) issue a chunk's weight and bias loads two chunks ahead of their use.
+  // NOTE: measured on the H200 (session 31, bf16, GB/s): LayerNorm → e4m3 3861 → 3950 at 16384 (two
+  // groups of eight warps per SM), within ±0.4 % at 12288 / 22528 / 24576 and RMSNorm → e4m3 at
+  // 32768; the one-buffer kernels ran 0.4–0.5 % slower with it (26624, 28672), the split ones spilled
+  // (ptxas sm_90a), so they keep one ahead.
+  constexpr int kLoadsAhead =
+      kEight && kAffine == AffineFormat::Native && !kDense && !kClustered && kRowBuffers == RowBuffers::Two ? 2 : 1;
   int k = 0;
   for (Row row = first; row < rows; row += step, ++k) {
     const int buffer = k % kBuffers;
@@ -594,7 +607,7 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       return reduced;
     };
     if constexpr (kForms == NormForms::RmsNormUnbiased) rms_quantize_packed_row<T, Config>(p, row, slot, h, affine, allreduce);
-    else norm_quantize_row<T, Config, kAccess>(p, row, true, slot, h, affine, allreduce);
+    else norm_quantize_row<T, Config, kAccess, kLoadsAhead>(p, row, true, slot, h, affine, allreduce);
   }
 #endif
 }
