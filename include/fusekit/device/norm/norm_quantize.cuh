@@ -552,6 +552,22 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
                                    buffers + buffer * columns, static_cast<std::int32_t>(bytes));
   };
 
+  // The bf16-affine kernels (the long rows) issue the first rows' copies before the weight and
+  // bias are staged, so their latency runs under the staging (the group's other threads wait on
+  // them only past the barrier below). NOTE: the float-affine kernels, at their caps, spilled
+  // 8–40 bytes with it (ptxas sm_90a): they copy after the barrier.
+  constexpr bool kCopiesFirst = kAffine == AffineFormat::Native;
+  // The rows in flight before the loop (one buffer: the first row).
+  constexpr int kFirstCopies = std::max(kBuffers - 1, 1);
+  if constexpr (kCopiesFirst) {
+    if (copier) {
+      for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
+      cutlass::arch::fence_barrier_init();
+      const Row first = Row{blockIdx.x} / kClusterCtas * groups + group;
+      const Row step = Row{gridDim.x} / kClusterCtas * groups;
+      for (int b = 0; b < kFirstCopies && first + b * step < rows; ++b) copy_row(first + b * step, b);
+    }
+  }
   // NOTE: the walk spilled the one-buffer kernel at kEightDenseRegisters (12 bytes, ptxas sm_90a).
   const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed, kAffine, kEight && !kDense> affine(
       smem, p, begin, columns);
@@ -559,16 +575,20 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   const Row first = Row{blockIdx.x} / kClusterCtas * groups + group;
   const Row step = Row{gridDim.x} / kClusterCtas * groups;
   std::uint32_t phases = 0;  // of quantize_exchange's slots
-  if (copier) {
-    for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
-    cutlass::arch::fence_barrier_init();
+  if constexpr (!kCopiesFirst) {
+    if (copier) {
+      for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
+      cutlass::arch::fence_barrier_init();
+    }
   }
   __syncthreads();  // the affine and the barriers
   if constexpr (kClustered) quantize_exchange().start();
-  // The rows in flight ahead of this one (at the loop's top; one buffer: none, the first row).
+  // The rows in flight ahead of this one at the loop's top (one buffer: none).
   const Row lead = Row{kBuffers - 1} * step;
-  if (copier)
-    for (int b = 0; b < std::max(kBuffers - 1, 1) && first + b * step < rows; ++b) copy_row(first + b * step, b);
+  if constexpr (!kCopiesFirst) {
+    if (copier)
+      for (int b = 0; b < kFirstCopies && first + b * step < rows; ++b) copy_row(first + b * step, b);
+  }
   // The bf16-affine kernels take the groups of nine to sixteen warps (rows of 18432 columns and
   // up): their partials by a butterfly (measured on the H200, session 27, run 2, LayerNorm → e4m3
   // bf16: +6 % at 18432–32768, +3.7 % at 12288 from the amax's redux; RMSNorm → e4m3 +5 % at
