@@ -431,7 +431,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                 rows::launch_persistent(kernel, p.layout, shape.rows, p, stream, "norm_quantize_persistent_kernel",
                                         persistent_quantize_bytes<T>(a, p.layout, form.affine, form.buffers));
               };
-              constexpr int kCap = device::kPersistentQuantizeMaxRegisters<Eight, Access::Whole>;
+              constexpr int kCap = device::kSplitQuantizeRegisters;
               if (form.buffers == RowBuffers::One)
                 return go_pair(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                        RowBuffers::One, kCap, RowSplit::Pair>);

@@ -50,10 +50,11 @@ struct GlobalAffine {
 
   static constexpr int kParts = 1;  // of a chunk, read apart
   static constexpr bool kWalks = false;  // read by column (SharedAffine::kWalks)
-  template <class Terms, Access kAccess>
+  template <class Terms, Access kAccess, Bf16Widen kWiden = Bf16Widen::Shift>
   __device__ __forceinline__ void get(int c, int, float (&w)[kE], float (&b)[kE]) const {
-    if constexpr (Terms::kWeight) unpack_floats<T, kE>(load_pack<T, kE, Cache::Keep, kAccess>(weight, c, n), w);
-    if constexpr (Terms::kBias) unpack_floats<T, kE>(load_pack<T, kE, Cache::Keep, kAccess>(bias, c, n), b);
+    if constexpr (Terms::kWeight)
+      unpack_floats<T, kE, kWiden>(load_pack<T, kE, Cache::Keep, kAccess>(weight, c, n), w);
+    if constexpr (Terms::kBias) unpack_floats<T, kE, kWiden>(load_pack<T, kE, Cache::Keep, kAccess>(bias, c, n), b);
   }
 };
 
@@ -161,30 +162,32 @@ struct SharedAffine {
   __device__ __forceinline__ static int step(const RowSlot& slot) {
     return slot.threads * static_cast<int>(sizeof(Plane));
   }
-  template <class Terms>
+  template <class Terms, Bf16Widen kWiden = Bf16Widen::Shift>
   __device__ __forceinline__ void get_at(int offset, int k, float (&w)[kPart], float (&b)[kPart]) const {
     if constexpr (Terms::kWeight)
-      to_floats(*reinterpret_cast<const Plane*>(reinterpret_cast<const char*>(weight + k * chunks) + offset), w);
+      to_floats<kWiden>(*reinterpret_cast<const Plane*>(reinterpret_cast<const char*>(weight + k * chunks) + offset),
+                        w);
     if constexpr (Terms::kBias)
-      to_floats(*reinterpret_cast<const Plane*>(reinterpret_cast<const char*>(bias + k * chunks) + offset), b);
+      to_floats<kWiden>(*reinterpret_cast<const Plane*>(reinterpret_cast<const char*>(bias + k * chunks) + offset), b);
   }
 
   // Part k of chunk c: one plane's values of each term, so a chunk's float terms take 8 registers
   // at a time, not 16 (norm_quantize_persistent_kernel spilled at 72 with whole chunks).
   static constexpr int kParts = kPlanes;
-  template <class Terms, Access>
+  template <class Terms, Access, Bf16Widen kWiden = Bf16Widen::Shift>
   __device__ __forceinline__ void get(int c, int k, float (&w)[kPart], float (&b)[kPart]) const {
     // NOTE: a shift (columns are not negative): the signed division by kE and its fix-ups took
     // ~6 instructions per chunk (SASS, sm_90a); its unsigned form spilled the four-chunk kernels.
     const int q = (c >> kChunkShift) - first;
-    if constexpr (Terms::kWeight) to_floats(weight[k * chunks + q], w);
-    if constexpr (Terms::kBias) to_floats(bias[k * chunks + q], b);
+    if constexpr (Terms::kWeight) to_floats<kWiden>(weight[k * chunks + q], w);
+    if constexpr (Terms::kBias) to_floats<kWiden>(bias[k * chunks + q], b);
   }
 
  private:
+  template <Bf16Widen kWiden = Bf16Widen::Shift>
   __device__ __forceinline__ static void to_floats(const Plane v, float (&out)[kPart]) {
     if constexpr (kFormat == AffineFormat::Float) out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
-    else unpack_floats<T, kPart>(v, out);
+    else unpack_floats<T, kPart, kWiden>(v, out);
   }
 };
 
@@ -192,11 +195,18 @@ struct SharedAffine {
 // (0), RMSNorm's Σh² (2).
 constexpr bool is_first_allreduce(int site) { return site == 0 || site == 2; }
 
+// How norm_quantize_row schedules its row, where the registers allow more than the least.
+struct QuantizeRowSchedule {
+  int loads_ahead = 1;  // chunk i's weight and bias loads wait on chunk i − loads_ahead's y (1 or 2)
+  int amax_chains = 1;  // max |y| as this many independent maxima, joined at the end (1 or 2)
+  Bf16Widen widen = Bf16Widen::Shift;  // of the even bf16 values of x, weight and bias
+};
+
 // One quantizing row, `row` (live: row < rows), of which this thread holds `slot`'s chunks `h`
 // (chunks past the row read as 0, so they add nothing to Σh and Σh²); `allreduce(site, v, op)`
-// reduces v over the row's threads at call site `site` (0 … 3). Chunk i's weight and bias loads
-// wait on chunk i − kLoadsAhead's y (1 or 2; see affine_all).
-template <class T, class Config, Access kAccess, int kLoadsAhead = 1, class Affine, class AllReduce>
+// reduces v over the row's threads at call site `site` (0 … 3).
+template <class T, class Config, Access kAccess, QuantizeRowSchedule kSchedule = QuantizeRowSchedule{}, class Affine,
+          class AllReduce>
 __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, std::int64_t row, bool live,
                                                   const RowSlot& slot, const RowTile<T, Config>& h,
                                                   const Affine& affine, AllReduce&& allreduce) {
@@ -210,7 +220,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   float v[kChunks][kE];
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
-    unpack_floats<T, kE>(h.get(i), v[i]);
+    unpack_floats<T, kE, kSchedule.widen>(h.get(i), v[i]);
     // NOTE: opaque to the compiler, so the packed row dies here: else ptxas kept it and unpacked
     // it again for y (32 instructions per thread and row; LayerNorm → e4m3 +3 % at 1024–12288
     // bf16 columns without them, session 21).
@@ -266,9 +276,14 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
     shift = 0.0f;
   }
   float amax = 0.0f;
+  constexpr int kLoadsAhead = kSchedule.loads_ahead;
+  constexpr int kAmaxChains = kSchedule.amax_chains;
+  static_assert(kLoadsAhead == 1 || kLoadsAhead == 2, "a chain on the last chunk's y or the one before");
+  static_assert(kAmaxChains == 1 || kAmaxChains == 2, "one or two partial maxima");
+  // NOTE: one chain of maxima is kChunks · kE dependent FMNMX per thread and row.
+  float partial_amax[kAmaxChains] = {};
   const auto affine_all = [&](auto terms) {
     using Terms = decltype(terms);
-    static_assert(kLoadsAhead == 1 || kLoadsAhead == 2, "a chain on the last chunk's y or the one before");
     float chain = 0.0f, chain_before = 0.0f;  // the last chunk's y, the one before's
     [[maybe_unused]] int at = 0;  // kWalks: the byte offset of chunk i's weight and bias
     if constexpr (Affine::kWalks) at = Affine::first_offset(slot);
@@ -293,14 +308,14 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
 #pragma unroll
       for (int k = 0; k < Affine::kParts; ++k) {
         float w[kPart], b[kPart];
-        if constexpr (Affine::kWalks) affine.template get_at<Terms>(at, k, w, b);
-        else affine.template get<Terms, kAccess>(c, k, w, b);
+        if constexpr (Affine::kWalks) affine.template get_at<Terms, kSchedule.widen>(at, k, w, b);
+        else affine.template get<Terms, kAccess, kSchedule.widen>(c, k, w, b);
         affine_floats_in_place<Terms, AffineForm::Folded>(v[i] + k * kPart, w, b, shift, rstd);
       }
       chain_before = chain;
       chain = v[i][kE - 1];
 #pragma unroll
-      for (int e = 0; e < kE; ++e) amax = fmaxf(amax, fabsf(v[i][e]));
+      for (int e = 0; e < kE; ++e) partial_amax[e % kAmaxChains] = fmaxf(partial_amax[e % kAmaxChains], fabsf(v[i][e]));
     }
   };
   // NOTE: AffineForm::Folded reads no kCentred: the shift carries the mean.
@@ -311,6 +326,9 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
     if (p.bias != nullptr) affine_all(AffineTerms<false, true, true>{});
     else affine_all(AffineTerms<false, false, true>{});
   }
+  amax = partial_amax[0];
+#pragma unroll
+  for (int j = 1; j < kAmaxChains; ++j) amax = fmaxf(amax, partial_amax[j]);
 
   if (p.quant == QuantScale::PerRow || p.amax != nullptr)
     amax = allreduce(std::integral_constant<int, 3>{}, amax, AmaxOp{});
@@ -478,7 +496,8 @@ struct PersistentQuantizeSmem {
 // Its register cap: on QuantizingRows, kQuantizeMaxRegisters for whole rows (seven 128-thread
 // groups per SM), eight more where chunks may lie past the row (their tests spilled 12 bytes at
 // 72, ptxas sm_90a); on QuantizingRows8 (whole rows only), 104 (four warps per scheduler), or
-// kEightDenseRegisters where the host asks (src/norm/norm_forward.cu, kLayerNormFp8EightDense).
+// kEightDenseRegisters where the host asks (src/norm/norm_forward.cu, kLayerNormFp8EightDense), or
+// kSplitQuantizeRegisters for rows split over a cluster.
 // kForms = NormForms::RmsNormUnbiased runs RMSNorm rows without a bias on rms_quantize_packed_row
 // (the row kept as T: fewer registers, so wider groups fit an SM).
 template <class Config, Access kAccess>
@@ -488,6 +507,13 @@ inline constexpr int kPersistentQuantizeMaxRegisters =
 // QuantizingRows8 at five warps per scheduler: the 64 values and the addresses fit without spills
 // by 32-bit row indices and BiasPlanes::Fixed (136 bytes spilled without them, ptxas sm_90a).
 inline constexpr int kEightDenseRegisters = 96;
+// QuantizingRows8 split over a cluster (RowSplit::Pair): one CTA of at most 16 warps per SM (its
+// row buffers fill the SM's shared memory), so all of an SM's registers are its own.
+// NOTE: measured on the H200 (session 32, run 1, bf16, GB/s): with the butterfly and the loads two
+// chunks ahead that 104 registers did not hold (the split kernel of two buffers spilled), LayerNorm
+// → e4m3 2657 → 2864 / 2998 → 3202 / 3130 → 3213 / 3317 → 3452 at 40960 / 49152 / 57344 / 65536,
+// RMSNorm → e4m3 3697 → 3864 at 65536 (over the IMAD widening).
+inline constexpr int kSplitQuantizeRegisters = 128;
 // How many CTAs hold each of norm_quantize_persistent_kernel's rows: one CTA's group (Cta), or a
 // cluster of two CTAs of one group each (Pair: bf16 rows past 32768 columns on QuantizingRows8,
 // whose halves' weight, bias and row buffers fit a CTA's shared memory where the whole row's do
@@ -594,19 +620,26 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   // The bf16-affine kernels take the groups of nine to sixteen warps (rows of 18432 columns and
   // up): their partials by a butterfly (measured on the H200, session 27, run 2, LayerNorm → e4m3
   // bf16: +6 % at 18432–32768, +3.7 % at 12288 from the amax's redux; RMSNorm → e4m3 +5 % at
-  // 26624). The float-affine ones, at their caps, spilled 12–104 bytes with it, and the split one
-  // of two row buffers 4 (ptxas sm_90a).
-  constexpr WarpCombine kCombine =
-      kAffine == AffineFormat::Native && !(kClustered && kRowBuffers == RowBuffers::Two) ? WarpCombine::Butterfly
-                                                                                         : WarpCombine::Tree;
-  // The bf16-affine rows of one CTA at 104 registers and two row buffers (LayerNorm → e4m3 at
-  // 12288–24576 columns) issue a chunk's weight and bias loads two chunks ahead of their use.
-  // NOTE: measured on the H200 (session 31, bf16, GB/s): LayerNorm → e4m3 3861 → 3950 at 16384 (two
-  // groups of eight warps per SM), within ±0.4 % at 12288 / 22528 / 24576 and RMSNorm → e4m3 at
-  // 32768; the one-buffer kernels ran 0.4–0.5 % slower with it (26624, 28672), the split ones spilled
-  // (ptxas sm_90a), so they keep one ahead.
-  constexpr int kLoadsAhead =
-      kEight && kAffine == AffineFormat::Native && !kDense && !kClustered && kRowBuffers == RowBuffers::Two ? 2 : 1;
+  // 26624). The float-affine ones, at their caps, spilled 12–104 bytes with it (ptxas sm_90a).
+  constexpr WarpCombine kCombine = kAffine == AffineFormat::Native ? WarpCombine::Butterfly : WarpCombine::Tree;
+  // How the bf16-affine rows on eight chunks run norm_quantize_row: the even bf16 values of x,
+  // weight and bias widened by IMAD on the FMA pipe, not by shifts on the ALU pipe (their busiest:
+  // unpacks, maxima, conversions); at 104 and 128 registers max |y| in two chains; a chunk's
+  // weight and bias loads two chunks ahead of their use where two row buffers or the split rows'
+  // 128 registers leave room (session 31: LayerNorm → e4m3 3861 → 3950 at 16384; one CTA of one
+  // buffer ran 0.4–0.5 % slower with it).
+  // NOTE: measured on the H200 (session 32, runs 1–2, bf16, GB/s against the minimum bytes):
+  // LayerNorm → e4m3 by IMAD +3.5–5 % at 12288–36864 (18432 3521 → 3671, 32768 3499 → 3620),
+  // 16384 +0.4 %; the two chains +0.6–2 % more at 12288–32768 where IMAD was in (−1.4 to −2.8 % on
+  // the split kernels at 104 registers, +0.8–1.3 % at 57344–65536 at 128); RMSNorm → e4m3 at 18432
+  // (the 96-register kernel) −1.3 % (3980 → 3930). On everything, IMAD lost 1–3 % at 2048–16384
+  // (session 27: the float-affine kernels and the four-chunk ones).
+  constexpr bool kNativeEight = kEight && kAffine == AffineFormat::Native;
+  constexpr QuantizeRowSchedule kSchedule{
+      .loads_ahead = kNativeEight && !kDense && (kClustered || kRowBuffers == RowBuffers::Two) ? 2 : 1,
+      .amax_chains = kNativeEight && !kDense ? 2 : 1,
+      .widen = kNativeEight ? Bf16Widen::Multiply : Bf16Widen::Shift,
+  };
   int k = 0;
   for (Row row = first; row < rows; row += step, ++k) {
     const int buffer = k % kBuffers;
@@ -629,7 +662,7 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       return reduced;
     };
     if constexpr (kForms == NormForms::RmsNormUnbiased) rms_quantize_packed_row<T, Config>(p, row, slot, h, affine, allreduce);
-    else norm_quantize_row<T, Config, kAccess, kLoadsAhead>(p, row, true, slot, h, affine, allreduce);
+    else norm_quantize_row<T, Config, kAccess, kSchedule>(p, row, true, slot, h, affine, allreduce);
   }
 #endif
 }

@@ -111,16 +111,23 @@ union Pack {
   T e[kElements];
 };
 
+// How bf16 values in the low half of a 32-bit word are widened to floats: by a shift (the ALU
+// pipe) or by a multiply by 2^16 (IMAD: the FMA pipe, for kernels whose ALU pipe is the busier).
+enum class Bf16Widen : std::uint8_t { Shift, Multiply };
+// 2^16 where ptxas cannot see it: a literal multiplier is turned back into a shift.
+static __constant__ std::uint32_t kBf16WidenMultiplier = 1u << 16;
+
 // The kE values of `pack` as floats. NOTE: 16-bit types convert a 32-bit word (two values) at a
 // time: element by element, the odd bf16 values went through 64-bit shifts (SHF.R.U64 + a shift,
-// SASS of the norm kernels, session 4); from a word, bf16 is one shift or one mask per value.
-template <class T, int kE>
+// SASS of the norm kernels, session 4); from a word, bf16 is one shift (or multiply, kWiden) or
+// one mask per value.
+template <class T, int kE, Bf16Widen kWiden = Bf16Widen::Shift>
 __device__ __forceinline__ void unpack_floats(const Pack<T, kE>& pack, float (&v)[kE]) {
   if constexpr (std::is_same_v<T, __nv_bfloat16> && kE % 2 == 0) {
     const auto* word = reinterpret_cast<const std::uint32_t*>(&pack);
 #pragma unroll
     for (int i = 0; i < kE / 2; ++i) {
-      v[2 * i] = __uint_as_float(word[i] << 16);
+      v[2 * i] = __uint_as_float(kWiden == Bf16Widen::Shift ? word[i] << 16 : word[i] * kBf16WidenMultiplier);
       v[2 * i + 1] = __uint_as_float(word[i] & 0xFFFF0000u);
     }
   } else {
