@@ -425,18 +425,18 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
           if (rows::whole_slices(p.layout, shape.n) && shape.rows < device::kPersistentEightMaxRows &&
               persistent_quantize<T>(job, p.layout, form.affine, form.buffers, device::RowSplit::Pair, form.budget())) {
             using device::AffineFormat, device::RowBuffers, device::Access, device::RowSplit;
+            constexpr int kNative = device::kNativeEightRegisters;
             if (p.layout.cluster == static_cast<int>(RowSplit::Pair)) {
               // A cluster per row, one group per CTA (eight_form: the weight and bias as bf16).
               const auto go_pair = [&](auto kernel) {
                 rows::launch_persistent(kernel, p.layout, shape.rows, p, stream, "norm_quantize_persistent_kernel",
                                         persistent_quantize_bytes<T>(a, p.layout, form.affine, form.buffers));
               };
-              constexpr int kCap = device::kSplitQuantizeRegisters;
               if (form.buffers == RowBuffers::One)
                 return go_pair(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
-                                                                       RowBuffers::One, kCap, RowSplit::Pair>);
+                                                                       RowBuffers::One, kNative, RowSplit::Pair>);
               return go_pair(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
-                                                                     RowBuffers::Two, kCap, RowSplit::Pair>);
+                                                                     RowBuffers::Two, kNative, RowSplit::Pair>);
             }
             if (form.packed)
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
@@ -454,11 +454,13 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                                    form.affine, form.buffers);
             if (form.affine == AffineFormat::Native && form.buffers == RowBuffers::One)
               return go_persistent(
-                  device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native, RowBuffers::One>,
+                  device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native, RowBuffers::One,
+                                                          kNative>,
                   form.affine, form.buffers);
             if (form.affine == AffineFormat::Native)
               return go_persistent(
-                  device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native, RowBuffers::Two>,
+                  device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native, RowBuffers::Two,
+                                                          kNative>,
                   form.affine, form.buffers);
             if (a.kind == NormKind::LayerNorm && kLayerNormFp8EightDense.holds(shape.n))
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Float,

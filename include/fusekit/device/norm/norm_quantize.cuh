@@ -496,8 +496,9 @@ struct PersistentQuantizeSmem {
 // Its register cap: on QuantizingRows, kQuantizeMaxRegisters for whole rows (seven 128-thread
 // groups per SM), eight more where chunks may lie past the row (their tests spilled 12 bytes at
 // 72, ptxas sm_90a); on QuantizingRows8 (whole rows only), 104 (four warps per scheduler), or
-// kEightDenseRegisters where the host asks (src/norm/norm_forward.cu, kLayerNormFp8EightDense), or
-// kSplitQuantizeRegisters for rows split over a cluster.
+// where the host asks (src/norm/norm_forward.cu) kEightDenseRegisters (kLayerNormFp8EightDense and
+// the bf16-affine pairs of groups of 9–10 warps) or kNativeEightRegisters (the other bf16-affine
+// rows).
 // kForms = NormForms::RmsNormUnbiased runs RMSNorm rows without a bias on rms_quantize_packed_row
 // (the row kept as T: fewer registers, so wider groups fit an SM).
 template <class Config, Access kAccess>
@@ -507,13 +508,19 @@ inline constexpr int kPersistentQuantizeMaxRegisters =
 // QuantizingRows8 at five warps per scheduler: the 64 values and the addresses fit without spills
 // by 32-bit row indices and BiasPlanes::Fixed (136 bytes spilled without them, ptxas sm_90a).
 inline constexpr int kEightDenseRegisters = 96;
-// QuantizingRows8 split over a cluster (RowSplit::Pair): one CTA of at most 16 warps per SM (its
-// row buffers fill the SM's shared memory), so all of an SM's registers are its own.
-// NOTE: measured on the H200 (session 32, run 1, bf16, GB/s): with the butterfly and the loads two
-// chunks ahead that 104 registers did not hold (the split kernel of two buffers spilled), LayerNorm
-// → e4m3 2657 → 2864 / 2998 → 3202 / 3130 → 3213 / 3317 → 3452 at 40960 / 49152 / 57344 / 65536,
-// RMSNorm → e4m3 3697 → 3864 at 65536 (over the IMAD widening).
-inline constexpr int kSplitQuantizeRegisters = 128;
+// QuantizingRows8 with the weight and bias as bf16 (AffineFormat::Native) outside the dense
+// kernels: one group of 11–16 warps per SM, or two of 6–8 (their weight, bias and row buffers
+// fill its shared memory), or rows split over a cluster (one CTA of 10–16 warps per SM), so 16
+// warps at most hold an SM's registers.
+// NOTE: measured on the H200 (session 32, bf16, GB/s, from 104 registers): the split rows, with the
+// butterfly and the loads two chunks ahead that 104 registers did not hold (the split kernel of
+// two buffers spilled), LayerNorm → e4m3 2657 → 2864 / 2998 → 3202 / 3130 → 3213 / 3317 → 3452 at
+// 40960 / 49152 / 57344 / 65536, RMSNorm → e4m3 3697 → 3864 at 65536 (run 1); one CTA of one row
+// buffer, with the loads two chunks ahead, 3264 → 3347 / 3441 → 3483 / 3615 → 3685 at 26624 /
+// 28672 / 32768; of two, +0.3–0.7 % at 12288 / 16384 / 22528 / 24576 (run 3). (Session 28, before
+// the IMAD widening and the second amax chain: 128 registers without the loads ahead lost 2 % at
+// 22528–24576 and 57344–65536.)
+inline constexpr int kNativeEightRegisters = 128;
 // How many CTAs hold each of norm_quantize_persistent_kernel's rows: one CTA's group (Cta), or a
 // cluster of two CTAs of one group each (Pair: bf16 rows past 32768 columns on QuantizingRows8,
 // whose halves' weight, bias and row buffers fit a CTA's shared memory where the whole row's do
@@ -624,20 +631,21 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   constexpr WarpCombine kCombine = kAffine == AffineFormat::Native ? WarpCombine::Butterfly : WarpCombine::Tree;
   // How the bf16-affine rows on eight chunks run norm_quantize_row: the even bf16 values of x,
   // weight and bias widened by IMAD on the FMA pipe, not by shifts on the ALU pipe (their busiest:
-  // unpacks, maxima, conversions); at 104 and 128 registers max |y| in two chains; a chunk's
-  // weight and bias loads two chunks ahead of their use where two row buffers or the split rows'
-  // 128 registers leave room (session 31: LayerNorm → e4m3 3861 → 3950 at 16384; one CTA of one
-  // buffer ran 0.4–0.5 % slower with it).
+  // unpacks, maxima, conversions); at kNativeEightRegisters max |y| in two chains and a chunk's
+  // weight and bias loaded two chunks ahead of their use (session 31, at 104 registers and two row
+  // buffers: LayerNorm → e4m3 3861 → 3950 at 16384; one buffer ran 0.4–0.5 % slower with it there).
   // NOTE: measured on the H200 (session 32, runs 1–2, bf16, GB/s against the minimum bytes):
   // LayerNorm → e4m3 by IMAD +3.5–5 % at 12288–36864 (18432 3521 → 3671, 32768 3499 → 3620),
   // 16384 +0.4 %; the two chains +0.6–2 % more at 12288–32768 where IMAD was in (−1.4 to −2.8 % on
   // the split kernels at 104 registers, +0.8–1.3 % at 57344–65536 at 128); RMSNorm → e4m3 at 18432
-  // (the 96-register kernel) −1.3 % (3980 → 3930). On everything, IMAD lost 1–3 % at 2048–16384
-  // (session 27: the float-affine kernels and the four-chunk ones).
+  // (the 96-register kernel) −1.3 % (3980 → 3930); two chains there lost 0.3–1 % at 18432–20480
+  // (run 3). On everything, IMAD lost 1–3 % at 2048–16384 (session 27: the float-affine kernels and
+  // the four-chunk ones).
   constexpr bool kNativeEight = kEight && kAffine == AffineFormat::Native;
+  constexpr bool kRoomy = kMaxRegisters >= kNativeEightRegisters;
   constexpr QuantizeRowSchedule kSchedule{
-      .loads_ahead = kNativeEight && !kDense && (kClustered || kRowBuffers == RowBuffers::Two) ? 2 : 1,
-      .amax_chains = kNativeEight && !kDense ? 2 : 1,
+      .loads_ahead = kNativeEight && kRoomy ? 2 : 1,
+      .amax_chains = kNativeEight && kRoomy ? 2 : 1,
       .widen = kNativeEight ? Bf16Widen::Multiply : Bf16Widen::Shift,
   };
   int k = 0;
