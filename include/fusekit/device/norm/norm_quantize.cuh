@@ -659,8 +659,17 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     const int parity = k & 1;
     const auto allreduce = [&](auto site, auto v, auto op) {
       constexpr int kSite = decltype(site)::value;
-      auto reduced = parity == 0 ? group_allreduce<kSite, kCombine>(v, op, p.layout, row_group)
-                                 : group_allreduce<kSite + kQuantizeSites, kCombine>(v, op, p.layout, row_group);
+      static_assert(2 * kQuantizeSites <= kGroupSlots, "both parities' call sites in group_partials");
+      // NOTE: the bf16-affine kernels compile one copy of each all-reduce, its slot chosen by the
+      // parity at run time; the float-affine and four-chunk ones, at their caps, spilled 8–152
+      // bytes with it (ptxas sm_90a) and branch between two copies.
+      auto reduced = [&] {
+        if constexpr (kAffine == AffineFormat::Native)
+          return group_allreduce<kSite, kCombine>(v, op, p.layout, row_group, kQuantizeSites * parity);
+        else
+          return parity == 0 ? group_allreduce<kSite, kCombine>(v, op, p.layout, row_group)
+                             : group_allreduce<kSite + kQuantizeSites, kCombine>(v, op, p.layout, row_group);
+      }();
       // One buffer: every thread of the group has read the row before its first all-reduce
       // (multi-warp groups meet at a barrier there; the host asks for them).
       if constexpr (kBuffers == 1 && is_first_allreduce(decltype(site)::value))

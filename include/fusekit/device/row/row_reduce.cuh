@@ -274,15 +274,17 @@ __device__ __forceinline__ V* group_partials() {
   return partials[0];
 }
 
-// row_allreduce for a row of a RowGroup (at least a warp; no cluster) at call site kSlot.
+// row_allreduce for a row of a RowGroup (at least a warp; no cluster) at call site kSlot, or
+// kSlot + `later` (< kGroupSlots; chosen at run time, such as a loop's row parity: one copy of the
+// reduction, where a branch between two call sites' instantiations compiled two).
 template <int kSlot, WarpCombine kCombine, class V, class Op>
-__device__ inline V group_allreduce(V v, Op op, const RowLayout& layout, const RowGroup& group) {
+__device__ inline V group_allreduce(V v, Op op, const RowLayout& layout, const RowGroup& group, int later = 0) {
   static_assert(kSlot >= 0 && kSlot < kGroupSlots, "a slot of group_partials");
   v = warp_allreduce(v, op, layout);
   if (layout.threads > kWarpThreads) {
     const auto warps = static_cast<int>(static_cast<unsigned>(layout.threads) / kWarpThreads);
     v = combine_row_warps<kCombine>(v, op, warps, group.first_warp,
-                                    group_partials<V>() + kSlot * (kMaxRowThreads / kWarpThreads),
+                                    group_partials<V>() + (kSlot + later) * (kMaxRowThreads / kWarpThreads),
                                     [&] { named_barrier_sync(group.barrier, layout.threads); });
   }
   return v;
