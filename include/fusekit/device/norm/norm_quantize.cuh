@@ -275,7 +275,6 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
       for (int e = 0; e < kE; ++e) v[i][e] -= mean;
     shift = 0.0f;
   }
-  float amax = 0.0f;
   constexpr int kLoadsAhead = kSchedule.loads_ahead;
   constexpr int kAmaxChains = kSchedule.amax_chains;
   static_assert(kLoadsAhead == 1 || kLoadsAhead == 2, "a chain on the last chunk's y or the one before");
@@ -326,7 +325,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
     if (p.bias != nullptr) affine_all(AffineTerms<false, true, true>{});
     else affine_all(AffineTerms<false, false, true>{});
   }
-  amax = partial_amax[0];
+  float amax = partial_amax[0];
 #pragma unroll
   for (int j = 1; j < kAmaxChains; ++j) amax = fmaxf(amax, partial_amax[j]);
 
