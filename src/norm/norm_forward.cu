@@ -156,8 +156,9 @@ constexpr ColumnRange kLayerNormFp8EightDense{6144, 6144};
 // 20480, and 3233 → 3916 at 18432 (read again from L2 before).
 constexpr ColumnRange kLayerNormFp8NativeDense{18432, 20480}, kRmsNormFp8NativeDense{18432, 20480};
 
-// Where eight chunks per thread split each row over a cluster of two CTAs (device::RowSplit::Pair,
-// the weight and bias as bf16; one group of 9–16 warps per SM) past 32768 columns.
+// Where eight chunks per thread split each row over a cluster of two CTAs (kPairCtas, the weight
+// and bias as bf16; one group of 9–16 warps per SM) past 32768 columns (LayerNorm: where its rows
+// are not sliced, kLayerNormFp8Slices).
 // NOTE: measured on the H200 (session 26, run 2, bf16, 2^27 elements, GB/s, against read again
 // from L2): LayerNorm → e4m3 2065 → 2183, 2155 → 2402, 2215 → 2721, 1878 → 2676, 1900 → 2849 at
 // 36864 / 40960 / 49152 / 57344 / 65536; RMSNorm → e4m3 2661 → 3184, 2692 → 3425 at 57344 / 65536,
@@ -165,6 +166,24 @@ constexpr ColumnRange kLayerNormFp8NativeDense{18432, 20480}, kRmsNormFp8NativeD
 // one pass fewer than LayerNorm's).
 // (LayerNorm at 36864 since session 29: kLayerNormFp8Wide.)
 constexpr ColumnRange kLayerNormFp8Pair{40960, 65536}, kRmsNormFp8Pair{57344, 65536};
+constexpr int kPairCtas = 2;
+
+// Where LayerNorm's split rows take clusters of CTAs of kSliceThreads (four warps, 8192 columns,
+// one row buffer) instead of halves: four CTAs per SM, each on its own row, so one's all-reduces
+// and row loads overlap the others' work, where a half row's lone group stalled the SM at both of
+// its barriers. Rows of a whole number of slices, at most device::kMaxSplitCtas (65536 columns).
+// NOTE: measured on the H200 (session 33, runs 1–2, bf16, 2^27 elements, GB/s, the pair → slices):
+// LayerNorm → e4m3 3010 → 3456, 3354 → 3474, 3263 → 3482, 3504 → 3530 at 40960 / 49152 / 57344 /
+// 65536. Clusters of four CTAs of 5–8 warps ran 3337 at 40960 (three per SM) but lost 1–3 % at
+// 49152–65536 (two per SM), and with two row buffers (one or two per SM) up to 27 %.
+constexpr ColumnRange kLayerNormFp8Slices{40960, 65536};
+constexpr int kSliceThreads = 4 * device::kWarpThreads;
+constexpr std::int64_t kSliceColumns =
+    std::int64_t{kSliceThreads} * device::QuantizingRows8::kChunks * (device::kChunkBytes / sizeof(__nv_bfloat16));
+bool sliced_rows(const NormForwardJob& job, std::int64_t n) {
+  return job.norm.kind == NormKind::LayerNorm && kLayerNormFp8Slices.holds(n) && n % kSliceColumns == 0 &&
+         n / kSliceColumns <= device::kMaxSplitCtas;
+}
 
 // Where rows past 32768 columns take one CTA of more than 512 threads (one group of 18–20 warps at
 // kEightDenseRegisters, one row buffer) rather than a cluster of two CTAs (LayerNorm: of 9 warps,
@@ -215,8 +234,11 @@ ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
 constexpr std::size_t kPersistentQuantizeSharedBytes = 224 * 1024;
 
 // The layout of bf16 rows of n columns on eight chunks per thread: one CTA up to 32768 columns
-// (wide_eight: past them), clusters past them.
+// (wide_eight: past them), clusters past them (sliced_rows: of kSliceThreads each).
 device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) {
+  if (sliced_rows(job, n))
+    return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas(),
+                                                      kSliceThreads);
   if (wide_eight(job, n))
     return device::plan_rows<device::RowConfig<device::QuantizingRows8::kChunks>>(n, sizeof(__nv_bfloat16), 1,
                                                                                   device::kMaxRowThreads);
@@ -245,7 +267,10 @@ EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout)
                                                                      job.norm.bias.data, kDenseGroups,
                                                                      device::AffineFormat::Native, device::RowBuffers::Two)
                            .bytes() <= kStagedSharedBytes;
-  const bool one_buffer = (layer_norm && kLayerNormFp8OneBuffer.holds(layout.slice)) || (dense && !two_fit);
+  // Slices (more CTAs per row than a pair): four CTAs per SM hold one row buffer each.
+  const bool sliced = layout.cluster > kPairCtas;
+  const bool one_buffer =
+      (layer_norm && kLayerNormFp8OneBuffer.holds(layout.slice)) || (dense && !two_fit) || sliced;
   return {split || dense || native.holds(layout.slice) ? device::AffineFormat::Native : device::AffineFormat::Float,
           one_buffer ? device::RowBuffers::One : device::RowBuffers::Two, dense, false};
 }
@@ -268,7 +293,7 @@ bool quantizes_eight_in_registers(const NormForwardJob& job, device::Access acce
     return false;
   const device::RowLayout layout = eight_chunk_layout(job, n);
   if (!layout.valid() || layout.threads < device::kWarpThreads || !rows::whole_slices(layout, n) ||
-      layout.cluster > static_cast<int>(device::RowSplit::Pair))
+      layout.cluster > device::kMaxSplitCtas)
     return false;
   const EightForm form = eight_form(job, layout);
   return persistent_quantize_bytes<__nv_bfloat16>(a, layout, form.affine, form.buffers) <= form.budget();
@@ -325,10 +350,10 @@ device::Residence residence_of(const NormForwardJob& job, device::Access access,
 // 4057, 3168 → 3595 at 1024 / 2048 / 4096 / 8192 / 12288.
 template <class T>
 bool persistent_quantize(const NormForwardJob& job, const device::RowLayout& layout, device::AffineFormat affine,
-                         device::RowBuffers buffers, device::RowSplit most = device::RowSplit::Cta,
+                         device::RowBuffers buffers, int most_ctas = 1,
                          std::size_t budget = kPersistentQuantizeSharedBytes) {
   return current_device_info().cc_major >= rows::kClusterMinMajor && layout.threads >= device::kWarpThreads &&
-         layout.cluster <= static_cast<int>(most) &&
+         layout.cluster <= most_ctas &&
          (buffers == device::RowBuffers::Two || layout.threads > device::kWarpThreads) &&
          persistent_quantize_bytes<T>(job.norm, layout, affine, buffers) <= budget;
 }
@@ -423,24 +448,41 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
           p.layout = eight_chunk_layout(job, shape.n);  // as quantizes_eight_in_registers planned it
           const EightForm form = eight_form(job, p.layout);
           if (rows::whole_slices(p.layout, shape.n) && shape.rows < device::kPersistentEightMaxRows &&
-              persistent_quantize<T>(job, p.layout, form.affine, form.buffers, device::RowSplit::Pair, form.budget())) {
-            using device::AffineFormat, device::RowBuffers, device::Access, device::RowSplit;
+              persistent_quantize<T>(job, p.layout, form.affine, form.buffers, device::kMaxSplitCtas, form.budget())) {
+            using device::AffineFormat, device::RowBuffers, device::Access;
             constexpr int kNative = device::kNativeEightRegisters;
-            if (p.layout.cluster == static_cast<int>(RowSplit::Pair)) {
+            if (p.layout.cluster > 1) {
               // A cluster per row, one group per CTA (eight_form: the weight and bias as bf16).
-              const auto go_pair = [&](auto kernel) {
+              const auto go_split = [&](auto kernel) {
                 rows::launch_persistent(kernel, p.layout, shape.rows, p, stream, "norm_quantize_persistent_kernel",
                                         persistent_quantize_bytes<T>(a, p.layout, form.affine, form.buffers));
               };
-              if (form.buffers == RowBuffers::One)
-                return go_pair(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
-                                                                       RowBuffers::One, kNative, RowSplit::Pair>);
-              return go_pair(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
-                                                                     RowBuffers::Two, kNative, RowSplit::Pair>);
+              if (p.layout.cluster == kPairCtas) {
+                if (form.buffers == RowBuffers::One)
+                  return go_split(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
+                                                                          RowBuffers::One, kNative, kPairCtas>);
+                return go_split(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
+                                                                        RowBuffers::Two, kNative, kPairCtas>);
+              }
+              // Slices (sliced_rows: one row buffer each).
+              const auto go_slices = [&](auto ctas) {
+                return go_split(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
+                                                                        RowBuffers::One, kNative, decltype(ctas)::value>);
+              };
+              static_assert(kLayerNormFp8Slices.first == 5 * kSliceColumns &&
+                                kLayerNormFp8Slices.last == 8 * kSliceColumns,
+                            "a kernel for each cluster of slices");
+              switch (p.layout.cluster) {
+                case 5: return go_slices(std::integral_constant<int, 5>{});
+                case 6: return go_slices(std::integral_constant<int, 6>{});
+                case 7: return go_slices(std::integral_constant<int, 7>{});
+                case 8: return go_slices(std::integral_constant<int, 8>{});
+                default: require(false, "x row slices", "5 to 8 CTAs of a cluster", p.layout.cluster);
+              }
             }
             if (form.packed)
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
-                                                                           RowBuffers::One, kPackedRegisters, RowSplit::Cta,
+                                                                           RowBuffers::One, kPackedRegisters, 1,
                                                                            device::NormForms::RmsNormUnbiased>,
                                    form.affine, form.buffers);
             constexpr int kDense = device::kEightDenseRegisters;

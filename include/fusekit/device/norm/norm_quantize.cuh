@@ -199,6 +199,7 @@ constexpr bool is_first_allreduce(int site) { return site == 0 || site == 2; }
 struct QuantizeRowSchedule {
   int loads_ahead = 1;  // chunk i's weight and bias loads wait on chunk i − loads_ahead's y (1 or 2)
   int amax_chains = 1;  // max |y| as this many independent maxima, joined at the end (1 or 2)
+  int sum_chains = 1;   // LayerNorm's Σh and Σh² as this many independent sums each (1 or 2)
   Bf16Widen widen = Bf16Widen::Shift;  // of the even bf16 values of x, weight and bias
 };
 
@@ -232,18 +233,24 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   const float inv_n = p.inv_n;
   float mean = 0.0f, variance = 0.0f;
   if (p.kind == NormKind::LayerNorm) {
+    // NOTE: one chain of sums is kChunks · kE dependent adds per thread and row.
+    constexpr int kSumChains = kSchedule.sum_chains;
+    static_assert(kSumChains == 1 || kSumChains == 2, "one or two partial sums");
     const auto centred = [&](float centre) {
-      SumPair dev{0.0f, 0.0f};
+      SumPair dev[kSumChains] = {};
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
         if (!chunk_in_row<kAccess>(Tile::column(slot, i), n)) continue;
 #pragma unroll
         for (int e = 0; e < kE; ++e) {
-          dev.first += v[i][e] - centre;
-          dev.second += (v[i][e] - centre) * (v[i][e] - centre);
+          SumPair& chain = dev[e % kSumChains];
+          chain.first += v[i][e] - centre;
+          chain.second += (v[i][e] - centre) * (v[i][e] - centre);
         }
       }
-      return dev;
+#pragma unroll
+      for (int j = 1; j < kSumChains; ++j) dev[0] = SumPairOp{}(dev[0], dev[j]);
+      return dev[0];
     };
     const Moments moments = layer_norm_moments(
         centred(0.0f), centred, [&](auto site, SumPair v) { return allreduce(site, v, SumPairOp{}); }, inv_n,
@@ -487,7 +494,7 @@ struct PersistentQuantizeSmem {
 // Group g of CTA b takes rows (b + k·gridDim.x)·groups + g; its all-reduces meet at its own
 // barrier (RowGroup) and alternate two scratch slots per call site from row to row
 // (norm_allreduce's reason). Rows are whole 16-byte chunks with 16-byte aligned starts. Rows split
-// over a cluster (kSplit): cluster c takes rows c + k·(gridDim.x / kClusterCtas), its CTA of rank r
+// over a cluster (kSplitCtas): cluster c takes rows c + k·(gridDim.x / kSplitCtas), its CTA of rank r
 // holds columns [r·slice, (r + 1)·slice) of each (their weight, bias and copies), and each
 // all-reduce ends with quantize_exchange across the cluster.
 // NOTE: the next row's copy goes into the buffer the group read one row before: every thread of
@@ -520,16 +527,17 @@ inline constexpr int kEightDenseRegisters = 96;
 // the IMAD widening and the second amax chain: 128 registers without the loads ahead lost 2 % at
 // 22528–24576 and 57344–65536.)
 inline constexpr int kNativeEightRegisters = 128;
-// How many CTAs hold each of norm_quantize_persistent_kernel's rows: one CTA's group (Cta), or a
-// cluster of two CTAs of one group each (Pair: bf16 rows past 32768 columns on QuantizingRows8,
-// whose halves' weight, bias and row buffers fit a CTA's shared memory where the whole row's do
-// not). NOTE: the cluster size is a constant of the kernel: read from the layout, the LayerNorm
-// kernel of one row buffer spilled 20 bytes at 104 registers (ptxas, sm_90a).
-enum class RowSplit : int { Cta = 1, Pair = 2 };
+// How many CTAs hold each of norm_quantize_persistent_kernel's rows (kSplitCtas): one CTA's
+// group, or a cluster of CTAs of one group each (bf16 rows past 32768 columns on QuantizingRows8:
+// halves, or slices of four warps; src/norm/norm_forward.cu), whose slices' weight, bias and row
+// buffers fit a CTA's shared memory where the whole row's do not. NOTE: the cluster size is a
+// constant of the kernel: read from the layout, the LayerNorm kernel of one row buffer spilled 20
+// bytes at 104 registers (ptxas, sm_90a).
+inline constexpr int kMaxSplitCtas = kMaxClusterCtas;
 // The call sites of norm_quantize_row's all-reduces, each in two slots alternated from row to row.
 inline constexpr int kQuantizeSites = 4;
 
-// The cluster exchange of norm_quantize_persistent_kernel's split rows (RowSplit::Pair only:
+// The cluster exchange of norm_quantize_persistent_kernel's split rows (kSplitCtas > 1 only:
 // kernels that do not split rows reserve no shared memory for it).
 using QuantizeExchange = ClusterAllReduce<2 * kQuantizeSites, sizeof(SumPair) / sizeof(std::uint32_t)>;
 __device__ __forceinline__ QuantizeExchange& quantize_exchange() {
@@ -542,7 +550,7 @@ __device__ __forceinline__ QuantizeExchange& quantize_exchange() {
 inline constexpr std::int64_t kPersistentEightMaxRows = std::int64_t{1} << 31;
 
 template <class T, class Config, Access kAccess, AffineFormat kAffine, RowBuffers kRowBuffers,
-          int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>, RowSplit kSplit = RowSplit::Cta,
+          int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>, int kSplitCtas = 1,
           NormForms kForms = NormForms::Any>
 __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     const NormForwardParams p) {
@@ -559,8 +567,8 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   const auto rows = static_cast<Row>(p.rows);
   constexpr int kBuffers = static_cast<int>(kRowBuffers);
   extern __shared__ float4 smem[];
-  constexpr bool kClustered = kSplit != RowSplit::Cta;
-  constexpr int kClusterCtas = static_cast<int>(kSplit);
+  static_assert(kSplitCtas >= 1 && kSplitCtas <= kMaxSplitCtas, "a CTA, or a portable cluster of them");
+  constexpr bool kClustered = kSplitCtas > 1;
   const auto threads = static_cast<unsigned>(p.layout.threads);
   const auto group = static_cast<int>(threadIdx.x / threads);
   const auto groups = static_cast<int>(blockDim.x / threads);
@@ -597,8 +605,8 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     if (copier) {
       for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
       cutlass::arch::fence_barrier_init();
-      const Row first = Row{blockIdx.x} / kClusterCtas * groups + group;
-      const Row step = Row{gridDim.x} / kClusterCtas * groups;
+      const Row first = Row{blockIdx.x} / kSplitCtas * groups + group;
+      const Row step = Row{gridDim.x} / kSplitCtas * groups;
       for (int b = 0; b < kFirstCopies && first + b * step < rows; ++b) copy_row(first + b * step, b);
     }
   }
@@ -606,8 +614,8 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed, kAffine, kEight && !kDense> affine(
       smem, p, begin, columns);
   // A cluster per row group when split (one group per CTA), else a CTA per `groups` of them.
-  const Row first = Row{blockIdx.x} / kClusterCtas * groups + group;
-  const Row step = Row{gridDim.x} / kClusterCtas * groups;
+  const Row first = Row{blockIdx.x} / kSplitCtas * groups + group;
+  const Row step = Row{gridDim.x} / kSplitCtas * groups;
   std::uint32_t phases = 0;  // of quantize_exchange's slots
   if constexpr (!kCopiesFirst) {
     if (copier) {
@@ -642,9 +650,12 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   // the four-chunk ones).
   constexpr bool kNativeEight = kEight && kAffine == AffineFormat::Native;
   constexpr bool kRoomy = kMaxRegisters >= kNativeEightRegisters;
+  // LayerNorm's sums in two chains there too (session 33, run 1: +3.1 % at 12288, +4.2 % at 22528,
+  // 3472 → 3617; +0.3–1 % at 16384 and 26624–65536).
   constexpr QuantizeRowSchedule kSchedule{
       .loads_ahead = kNativeEight && kRoomy ? 2 : 1,
       .amax_chains = kNativeEight && kRoomy ? 2 : 1,
+      .sum_chains = kNativeEight && kRoomy ? 2 : 1,
       .widen = kNativeEight ? Bf16Widen::Multiply : Bf16Widen::Shift,
   };
   int k = 0;
@@ -676,7 +687,7 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       if constexpr (kBuffers == 1 && is_first_allreduce(decltype(site)::value))
         if (copier && row + step < rows) copy_row(row + step, 0);
       if constexpr (kClustered)
-        reduced = quantize_exchange().allreduce(kSite + kQuantizeSites * parity, reduced, op, rank, kClusterCtas, phases);
+        reduced = quantize_exchange().allreduce(kSite + kQuantizeSites * parity, reduced, op, rank, kSplitCtas, phases);
       return reduced;
     };
     if constexpr (kForms == NormForms::RmsNormUnbiased) rms_quantize_packed_row<T, Config>(p, row, slot, h, affine, allreduce);
