@@ -111,6 +111,21 @@ TEST(RowConfig, QuantizingNormsStopAt512ThreadsPerCta) {
   EXPECT_EQ(longest<QuantizingRows>(kBf16, kMaxClusterCtas), 131072);
 }
 
+// The bf16 LayerNorm → e4m3 rows of 40960–65536 columns are sliced over CTAs of four warps
+// (src/norm/norm_forward.cu): one 8192-column slice per CTA, a CTA per row slice, at most a
+// portable cluster of them.
+TEST(RowConfig, QuantizingRowsSliceIntoFourWarpCtasWhenAsked) {
+  constexpr int kFourWarps = 4 * kWarpThreads;
+  for (const std::int64_t n : {40960, 49152, 57344, 65536}) {
+    const RowLayout layout = plan_rows<QuantizingRows8>(n, kBf16, kMaxNonPortableClusterCtas, kFourWarps);
+    EXPECT_EQ(layout.threads, kFourWarps) << n;
+    EXPECT_EQ(layout.rows_per_cta, 1) << n;
+    EXPECT_EQ(layout.slice, 8192) << n;
+    EXPECT_EQ(std::int64_t{layout.slice} * layout.cluster, n) << n;
+    EXPECT_LE(layout.cluster, kMaxClusterCtas) << n;
+  }
+}
+
 // The norm launcher tests a row's layout for whole slices under OneTensorRows, then launches the
 // ShortRows kernel where that layout's CTAs are small enough: the two must lay the row out alike.
 TEST(RowConfig, ShortRowsLayRowsOutAsOneTensorRowsWhereTheirCtasHoldThem) {
