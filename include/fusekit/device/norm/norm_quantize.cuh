@@ -599,38 +599,40 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   // 14336–32768, −0.6 % at 12288; RMSNorm → e4m3 +0.8 % at 65536. The float-affine kernels, at
   // their caps, spilled 8–40 bytes with it (ptxas sm_90a): they copy after the barrier.
   constexpr bool kCopiesFirst = kAffine == AffineFormat::Native;
+  // The group's rows: first, first + step, …; a cluster per row group when split (one group per
+  // CTA), else a CTA per `groups` of them. (Computed where each use needs them: the copies issued
+  // first take them before the affine's staging, the loop after it.)
+  const auto first_row = [&] { return Row{blockIdx.x} / kSplitCtas * groups + group; };
+  const auto row_step = [&] { return Row{gridDim.x} / kSplitCtas * groups; };
+  const auto init_landed = [&] {
+    for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
+    cutlass::arch::fence_barrier_init();
+  };
   // The rows in flight before the loop (one buffer: the first row).
   constexpr int kFirstCopies = std::max(kBuffers - 1, 1);
+  const auto copy_first_rows = [&](Row first, Row step) {
+    for (int b = 0; b < kFirstCopies && first + b * step < rows; ++b) copy_row(first + b * step, b);
+  };
   if constexpr (kCopiesFirst) {
     if (copier) {
-      for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
-      cutlass::arch::fence_barrier_init();
-      const Row first = Row{blockIdx.x} / kSplitCtas * groups + group;
-      const Row step = Row{gridDim.x} / kSplitCtas * groups;
-      for (int b = 0; b < kFirstCopies && first + b * step < rows; ++b) copy_row(first + b * step, b);
+      init_landed();
+      copy_first_rows(first_row(), row_step());
     }
   }
   // NOTE: the walk spilled the one-buffer kernel at kEightDenseRegisters (12 bytes, ptxas sm_90a).
   const SharedAffine<T, kDense ? BiasPlanes::Fixed : BiasPlanes::Packed, kAffine, kEight && !kDense> affine(
       smem, p, begin, columns);
-  // A cluster per row group when split (one group per CTA), else a CTA per `groups` of them.
-  const Row first = Row{blockIdx.x} / kSplitCtas * groups + group;
-  const Row step = Row{gridDim.x} / kSplitCtas * groups;
+  const Row first = first_row();
+  const Row step = row_step();
   std::uint32_t phases = 0;  // of quantize_exchange's slots
-  if constexpr (!kCopiesFirst) {
-    if (copier) {
-      for (int b = 0; b < kBuffers; ++b) Barrier::init(&landed[b], 1);
-      cutlass::arch::fence_barrier_init();
-    }
-  }
+  if constexpr (!kCopiesFirst)
+    if (copier) init_landed();
   __syncthreads();  // the affine and the barriers
   if constexpr (kClustered) quantize_exchange().start();
   // The rows in flight ahead of this one at the loop's top (one buffer: none).
   const Row lead = Row{kBuffers - 1} * step;
-  if constexpr (!kCopiesFirst) {
-    if (copier)
-      for (int b = 0; b < kFirstCopies && first + b * step < rows; ++b) copy_row(first + b * step, b);
-  }
+  if constexpr (!kCopiesFirst)
+    if (copier) copy_first_rows(first, step);
   // The bf16-affine kernels take the groups of nine to sixteen warps (rows of 18432 columns and
   // up): their partials by a butterfly (measured on the H200, session 27, run 2, LayerNorm → e4m3
   // bf16: +6 % at 18432–32768, +3.7 % at 12288 from the amax's redux; RMSNorm → e4m3 +5 % at
