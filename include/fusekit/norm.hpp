@@ -29,7 +29,7 @@ struct NormForwardArgs {
   TensorView bias;    // [n], x's dtype; empty: b = 0
   TensorView y;       // x's shape and dtype (may alias x)
   TensorView mean;    // f32, one per row (shape [rows] or [batch, rows], packed); empty: not saved
-  TensorView rstd;    // f32, one per row; empty: not saved (LayerNorm: mean and rstd, or neither)
+  TensorView rstd;    // f32, one per row; empty: not saved (each of the two is saved when given)
   float eps = 1e-5f;
 };
 

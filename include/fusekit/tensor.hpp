@@ -47,6 +47,9 @@ struct TensorView {
 // and actual values. They read nothing through the pointer.
 namespace check {
 
+// Whether an op may write an output over an input read through the identical view.
+enum class InPlace : std::uint8_t { Forbidden, Allowed };
+
 void not_null(std::string_view arg, const TensorView& t);
 void dtype(std::string_view arg, const TensorView& t, std::initializer_list<DType> allowed);
 void rank(std::string_view arg, const TensorView& t, int expected);
@@ -58,10 +61,17 @@ void same_shape(std::string_view arg, const TensorView& t, std::string_view othe
 void inner_contiguous(std::string_view arg, const TensorView& t);
 // Base address and every non-unit stride (in bytes) divisible by `bytes`.
 void aligned(std::string_view arg, const TensorView& t, std::size_t bytes);
+// The bytes `t` spans (span_bytes) and those `other` spans are disjoint, or, where `in_place` is
+// Allowed, the two are the same view (address, dtype, shape and strides). Empty views pass.
+// NOTE: spans, not elements: two views interleaving rows of one buffer are rejected too.
+void disjoint(std::string_view arg, const TensorView& t, std::string_view other_arg,
+              const TensorView& other, InPlace in_place);
 // The pointer is device memory usable by the current device.
+void on_current_device(std::string_view arg, const void* data);
 void on_current_device(std::string_view arg, const TensorView& t);
 
-// Non-null, non-negative shape, inner-contiguous: everything checkable without a device.
+// Non-null, aligned to its element, non-negative shape, inner-contiguous: everything checkable
+// without a device.
 void structure(std::string_view arg, const TensorView& t);
 // The common bundle: structure(), then on_current_device().
 void device_tensor(std::string_view arg, const TensorView& t);

@@ -138,6 +138,10 @@ Checked check_arguments(const AttentionForwardArgs& a) {
     const VarlenBatch& b = *a.varlen;
     require(b.cu_seqlens_q != nullptr, "varlen.cu_seqlens_q", "a device pointer", "null");
     require(b.cu_seqlens_k != nullptr, "varlen.cu_seqlens_k", "a device pointer", "null");
+    for (auto [name, ptr] : {std::pair{"varlen.cu_seqlens_q address", b.cu_seqlens_q},
+                             {"varlen.cu_seqlens_k address", b.cu_seqlens_k}})
+      require(reinterpret_cast<std::uintptr_t>(ptr) % sizeof(std::int32_t) == 0, name, "a multiple of 4 bytes",
+              std::to_string(reinterpret_cast<std::uintptr_t>(ptr)));
     require(b.sequences >= 0, "varlen.sequences", ">= 0", b.sequences);
     require(b.max_seqlen_q >= 0 && b.max_seqlen_q <= q.seqlen, "varlen.max_seqlen_q",
             "0 … total_q = " + std::to_string(q.seqlen), b.max_seqlen_q);
@@ -156,6 +160,12 @@ Checked check_arguments(const AttentionForwardArgs& a) {
       check::shape("lse", a.lse, {q.batch, q.heads, q.seqlen});
     }
   }
+  // Every CTA reads keys and values of other query tiles: o may not overlap them. A query tile
+  // is read before its own output is written, by the CTA that writes it: o may be q's view.
+  check::disjoint("o", a.o, "k", a.k, check::InPlace::Forbidden);
+  check::disjoint("o", a.o, "v", a.v, check::InPlace::Forbidden);
+  check::disjoint("o", a.o, "q", a.q, check::InPlace::Allowed);
+  check::disjoint("lse", a.lse, "o", a.o, check::InPlace::Forbidden);
   c.q = q;
   c.k = k;
   return c;
@@ -241,6 +251,10 @@ AttentionReport attention_forward(const AttentionForwardArgs& a, cudaStream_t st
   for (const auto& [arg, t] : {std::pair<std::string_view, const TensorView*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v},
                                {"o", &a.o}, {"lse", &a.lse}})
     if (!t->empty()) check::on_current_device(arg, *t);
+  if (varlen) {
+    check::on_current_device("varlen.cu_seqlens_q", a.varlen->cu_seqlens_q);
+    check::on_current_device("varlen.cu_seqlens_k", a.varlen->cu_seqlens_k);
+  }
   const DeviceInfo& info = current_device_info();
   if (info.cc_major < kMinMajor)
     throw Error(ErrorKind::Unsupported, "attention_forward needs sm_80 or newer, this GPU is sm_" +

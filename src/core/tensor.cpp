@@ -90,6 +90,25 @@ std::string TensorView::describe() const {
 
 namespace check {
 
+namespace {
+// [begin, end) of the bytes a view reaches, negative strides included.
+struct ByteRange {
+  std::uintptr_t begin, end;
+};
+ByteRange byte_range(const TensorView& t) {
+  std::int64_t low = 0, high = 0;
+  for (int d = 0; d < t.rank; ++d) {
+    const std::int64_t reach = (t.shape[d] - 1) * t.strides[d];
+    if (t.shape[d] == 0) return {0, 0};  // no elements: nothing to overlap
+    if (reach < 0) low += reach;
+    else high += reach;
+  }
+  const auto addr = reinterpret_cast<std::uintptr_t>(t.data);
+  const auto element = static_cast<std::int64_t>(t.element_size());
+  return {addr + static_cast<std::uintptr_t>(low * element), addr + static_cast<std::uintptr_t>((high + 1) * element)};
+}
+}  // namespace
+
 void not_null(std::string_view arg, const TensorView& t) {
   require(t.data != nullptr, arg, "a non-null device pointer", "null");
 }
@@ -152,9 +171,29 @@ void aligned(std::string_view arg, const TensorView& t, std::size_t bytes) {
   }
 }
 
-void on_current_device(std::string_view arg, const TensorView& t) {
+void disjoint(std::string_view arg, const TensorView& t, std::string_view other_arg,
+              const TensorView& other, InPlace in_place) {
+  if (t.empty() || other.empty()) return;
+  bool same_view = t.data == other.data && t.dtype == other.dtype && t.rank == other.rank;
+  for (int d = 0; same_view && d < t.rank; ++d)
+    same_view = t.shape[d] == other.shape[d] && t.strides[d] == other.strides[d];
+  if (in_place == InPlace::Allowed && same_view) return;
+  const ByteRange range = byte_range(t), other_range = byte_range(other);
+  const bool apart = range.end <= other_range.begin || other_range.end <= range.begin;
+  const auto begin = reinterpret_cast<std::uintptr_t>(t.data);
+  const auto other_begin = reinterpret_cast<std::uintptr_t>(other.data);
+  require(apart, arg,
+          in_place == InPlace::Allowed
+              ? fmt::format("memory disjoint from {}, or {}'s exact view (in place)", other_arg, other_arg)
+              : fmt::format("memory disjoint from {}", other_arg),
+          fmt::format("{} at {:#x} overlapping {} at {:#x}", t.describe(), begin, other.describe(), other_begin));
+}
+
+void on_current_device(std::string_view arg, const TensorView& t) { on_current_device(arg, t.data); }
+
+void on_current_device(std::string_view arg, const void* data) {
   cudaPointerAttributes attr{};
-  cudaError_t st = cudaPointerGetAttributes(&attr, t.data);
+  cudaError_t st = cudaPointerGetAttributes(&attr, data);
   if (st != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error state for the caller
     throw_invalid(fmt::format("{} pointer", arg), "device memory",
@@ -171,6 +210,11 @@ void on_current_device(std::string_view arg, const TensorView& t) {
 
 void structure(std::string_view arg, const TensorView& t) {
   not_null(arg, t);
+  // Every access, scalar ones included, is of whole elements.
+  const auto addr = reinterpret_cast<std::uintptr_t>(t.data);
+  require(addr % t.element_size() == 0, fmt::format("{} address", arg),
+          fmt::format("a multiple of {} bytes (the size of {})", t.element_size(), dtype_name(t.dtype)),
+          fmt::format("{:#x}", addr));
   for (int d = 0; d < t.rank; ++d)
     require(t.shape[d] >= 0, fmt::format("{} shape[{}]", arg, d), ">= 0", t.shape[d]);
   inner_contiguous(arg, t);

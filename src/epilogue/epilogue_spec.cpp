@@ -1,7 +1,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "fusekit/epilogue.hpp"
 #include "fusekit/error.hpp"
@@ -180,6 +182,13 @@ void validate(const EpilogueSpec& spec, const EpilogueTensors& t, std::int64_t m
       case EpilogueOp::QuantizeE4M3:
         require(i + 1 == spec.nodes.size(), where, "the last node of the chain", fmt::format("node {} of {}", i, spec.nodes.size()));
         require(t.quant_scale != nullptr, "epilogue quant_scale", "a device pointer to one float", "null");
+        // Both are read (amax: atomically max-ed) as whole floats.
+        for (auto [name, ptr] : {std::pair<const char*, const void*>{"epilogue quant_scale", t.quant_scale},
+                                 {"epilogue amax", t.amax}}) {
+          const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+          require(addr % sizeof(float) == 0, fmt::format("{} address", name), "a multiple of 4 bytes",
+                  fmt::format("{:#x}", addr));
+        }
         break;
       case EpilogueOp::StoreAux:
         ++aux_stores;

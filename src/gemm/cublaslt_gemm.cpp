@@ -142,6 +142,7 @@ Shape validate(const GemmArgs& g) {
           fmt::format("[{}, {}]", rows_of(g.d), cols_of(g.d)));
   require(m > 0 && n > 0 && k > 0, "M, N, K", "all positive", fmt::format("{}, {}, {}", m, n, k));
   const std::int64_t batch = batch_of(g.d);
+  require(batch >= 1, "d batch", ">= 1", batch);
   require(g.a.rank == g.d.rank && g.b.rank == g.d.rank, "a/b rank", fmt::format("{} (the rank of d)", g.d.rank),
           fmt::format("{}/{}", g.a.rank, g.b.rank));
   require(batch_of(g.a) == batch && batch_of(g.b) == batch, "a/b batch", batch,
@@ -171,7 +172,8 @@ Shape validate(const GemmArgs& g) {
   } else {
     const std::int64_t len = bias_length(e, m, n);
     check::structure("bias", g.bias);
-    if (batch > 1 && g.bias.rank == 2)
+    // A bias gradient is an output: one vector per batch, or every batch would write the same one.
+    if (batch > 1 && (g.bias.rank == 2 || br == BiasRole::GradOutput))
       check::shape("bias", g.bias, {batch, len});
     else
       check::shape("bias", g.bias, {len});
@@ -208,6 +210,11 @@ Shape validate(const GemmArgs& g) {
                   0,
               "aux batch stride", "a multiple of 8 elements (16 bytes for a mask)", batch_stride_of(g.aux));
   }
+  // cuBLASLt writes d while it still reads a and b; c may be d itself (in place), nothing else.
+  check::disjoint("d", g.d, "a", g.a, check::InPlace::Forbidden);
+  check::disjoint("d", g.d, "b", g.b, check::InPlace::Forbidden);
+  check::disjoint("d", g.d, "c", g.c, check::InPlace::Allowed);
+  check::disjoint("aux", g.aux, "d", g.d, check::InPlace::Forbidden);
   // Last, the checks that ask the driver: every pointer is device memory of this device.
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"c", &g.c}, {"d", &g.d}, {"bias", &g.bias},
                          {"aux", &g.aux}})
@@ -216,8 +223,7 @@ Shape validate(const GemmArgs& g) {
                            {"fp8.b_scale", g.fp8.b_scale},
                            {"fp8.d_scale", g.fp8.d_scale},
                            {"fp8.amax_d", g.fp8.amax_d}})
-    if (ptr != nullptr)
-      check::on_current_device(name, TensorView::contiguous(const_cast<float*>(ptr), DType::F32, {1}));
+    if (ptr != nullptr) check::on_current_device(name, ptr);
   return {batch, m, n, k};
 }
 

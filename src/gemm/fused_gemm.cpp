@@ -50,10 +50,12 @@ Shape validate(const FusedGemmArgs& g) {
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}}) {
     check::structure(name, *t);
     check::rank(name, *t, 2);
-    check::dtype(name, *t, {DType::BF16, DType::F16});
   }
+  check::dtype("a", g.a, {DType::BF16, DType::F16});
   require(g.b.dtype == g.a.dtype, "b dtype", dtype_name(g.a.dtype), dtype_name(g.b.dtype));
-  require(g.d.dtype == g.a.dtype, "d dtype", dtype_name(g.a.dtype), dtype_name(g.d.dtype));
+  // D is e4m3 after a final quantize node (validate() keeps it last), else a's dtype.
+  const DType d_type = g.epilogue.uses(EpilogueOp::QuantizeE4M3) ? DType::E4M3 : g.a.dtype;
+  require(g.d.dtype == d_type, "d dtype", dtype_name(d_type), dtype_name(g.d.dtype));
   const std::int64_t m = g.a.shape[0], k = g.a.shape[1], n = g.b.shape[0];
   require(g.b.shape[1] == k, "b shape", fmt::format("[N, {}] (K of a)", k), g.b.describe());
   require(m > 0 && n > 0 && k > 0, "M, N, K", "all positive", fmt::format("{}, {}, {}", m, n, k));
@@ -61,12 +63,22 @@ Shape validate(const FusedGemmArgs& g) {
   validate(g.epilogue, g.tensors, m, n);
   for (auto [name, t] : {std::pair{"epilogue bias", &g.tensors.bias}, {"epilogue residual", &g.tensors.residual},
                          {"epilogue source", &g.tensors.source}, {"epilogue aux", &g.tensors.aux}})
-    if (!t->empty()) require(t->dtype == g.d.dtype, fmt::format("{} dtype", name), dtype_name(g.d.dtype), dtype_name(t->dtype));
+    if (!t->empty()) require(t->dtype == g.a.dtype, fmt::format("{} dtype", name), dtype_name(g.a.dtype), dtype_name(t->dtype));
+  // d is written tile by tile while a and b are still read; an element of d is written after its
+  // own residual and source elements are read: in place through identical views only.
+  check::disjoint("d", g.d, "a", g.a, check::InPlace::Forbidden);
+  check::disjoint("d", g.d, "b", g.b, check::InPlace::Forbidden);
+  check::disjoint("d", g.d, "epilogue residual", g.tensors.residual, check::InPlace::Allowed);
+  check::disjoint("d", g.d, "epilogue source", g.tensors.source, check::InPlace::Allowed);
+  check::disjoint("epilogue aux", g.tensors.aux, "d", g.d, check::InPlace::Forbidden);
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}, {"epilogue bias", &g.tensors.bias},
                          {"epilogue residual", &g.tensors.residual}, {"epilogue source", &g.tensors.source},
                          {"epilogue aux", &g.tensors.aux}, {"epilogue row_scale", &g.tensors.row_scale},
                          {"epilogue col_scale", &g.tensors.col_scale}})
     if (!t->empty()) check::on_current_device(name, *t);
+  for (auto [name, ptr] : {std::pair<const char*, const float*>{"epilogue quant_scale", g.tensors.quant_scale},
+                           {"epilogue amax", g.tensors.amax}})
+    if (ptr != nullptr) check::on_current_device(name, ptr);
   return {m, n, k};
 }
 

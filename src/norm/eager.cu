@@ -20,18 +20,26 @@ using device::SumPair;
 
 constexpr int kBlocksPerSm = 8;  // enough resident warps to keep every SM's loads in flight
 
+// The checks that need no device come first, so that they can be tested without one; then
+// check_on_device() asks the driver about every pointer.
 void check_matrix(std::string_view arg, const TensorView& t, const TensorView& like) {
-  check::device_tensor(arg, t);
+  check::structure(arg, t);
   check::rank(arg, t, 2);
   check::dtype(arg, t, {DType::F32, DType::F16, DType::BF16});
   check::same_shape(arg, t, "x", like);
   require(t.dtype == like.dtype, rows::join(arg, " dtype"), dtype_name(like.dtype), dtype_name(t.dtype));
 }
 
-void check_stats(std::string_view arg, const TensorView& t, const TensorView& like) {
-  if (t.empty()) return;
-  check::device_tensor(arg, t);
+enum class Stat : std::uint8_t { Optional, Required };
+
+void check_stats(std::string_view arg, const TensorView& t, const TensorView& like, Stat need) {
+  require(need == Stat::Optional || !t.empty(), arg, "f32 [rows] (this op reads or writes it)", "empty");
   rows::check_row_stats(arg, t, like.shape[0]);
+}
+
+// The reduce kernel runs a CTA per row: a grid's x extent.
+void check_grid_rows(std::string_view arg, const TensorView& t) {
+  require(t.shape[0] <= INT32_MAX, rows::join(arg, " rows"), "at most 2^31 - 1 (one CTA per row)", t.shape[0]);
 }
 
 template <class T>
@@ -138,10 +146,11 @@ struct Identity {
 void row_moments(NormKind kind, const TensorView& x, const TensorView& mean, const TensorView& rstd, float eps,
                  cudaStream_t stream) {
   check_matrix("x", x, x);
-  check_stats("mean", mean, x);
-  check_stats("rstd", rstd, x);
-  require(!rstd.empty(), "rstd", "a tensor", "empty");
+  check_grid_rows("x", x);
   require(kind == NormKind::LayerNorm || mean.empty(), "mean", "empty for RMSNorm", mean.describe());
+  check_stats("mean", mean, x, kind == NormKind::LayerNorm ? Stat::Required : Stat::Optional);
+  check_stats("rstd", rstd, x, Stat::Required);
+  rows::check_on_device({{"x", &x}, {"mean", &mean}, {"rstd", &rstd}});
   if (kind == NormKind::LayerNorm)
     reduce(x, {}, mean, rstd, stream, SumSquares{}, device::SumPairOp{}, Moments{kind, eps});
   else
@@ -152,8 +161,9 @@ void normalize(const TensorView& x, const TensorView& mean, const TensorView& rs
                cudaStream_t stream) {
   check_matrix("x", x, x);
   check_matrix("y", y, x);
-  check_stats("mean", mean, x);
-  check_stats("rstd", rstd, x);
+  check_stats("mean", mean, x, Stat::Optional);
+  check_stats("rstd", rstd, x, Stat::Required);
+  rows::check_on_device({{"x", &x}, {"y", &y}, {"mean", &mean}, {"rstd", &rstd}});
   map(x, {}, mean, rstd, {}, {}, y, stream, Normalize{});
 }
 
@@ -163,6 +173,7 @@ void affine(const TensorView& x, const TensorView& weight, const TensorView& bia
   check_matrix("y", y, x);
   rows::check_column_vector("weight", weight, x.shape[1], x.dtype);
   rows::check_column_vector("bias", bias, x.shape[1], x.dtype);
+  rows::check_on_device({{"x", &x}, {"y", &y}, {"weight", &weight}, {"bias", &bias}});
   map(x, {}, {}, {}, weight, bias, y, stream, Affine{});
 }
 
@@ -170,12 +181,14 @@ void add(const TensorView& x, const TensorView& r, const TensorView& y, cudaStre
   check_matrix("x", x, x);
   check_matrix("r", r, x);
   check_matrix("y", y, x);
+  rows::check_on_device({{"x", &x}, {"r", &r}, {"y", &y}});
   map(x, r, {}, {}, {}, {}, y, stream, Add{});
 }
 
 void scale_mask(const TensorView& x, float scale, Causal causal, const TensorView& s, cudaStream_t stream) {
   check_matrix("x", x, x);
   check_matrix("s", s, x);
+  rows::check_on_device({{"x", &x}, {"s", &s}});
   const std::int64_t rows = x.shape[0], n = x.shape[1];
   if (rows == 0 || n == 0) return;
   by_dtype(x.dtype, [&](auto zero) {
@@ -190,14 +203,18 @@ void scale_mask(const TensorView& x, float scale, Causal causal, const TensorVie
 
 void row_max(const TensorView& s, const TensorView& max, cudaStream_t stream) {
   check_matrix("s", s, s);
-  check_stats("max", max, s);
+  check_grid_rows("s", s);
+  check_stats("max", max, s, Stat::Required);
+  rows::check_on_device({{"s", &s}, {"max", &max}});
   reduce(s, {}, max, {}, stream, MaxFold{}, device::MaxPairOp{}, Identity{});
 }
 
 void row_exp_sum(const TensorView& s, const TensorView& max, const TensorView& sum, cudaStream_t stream) {
   check_matrix("s", s, s);
-  check_stats("max", max, s);
-  check_stats("sum", sum, s);
+  check_grid_rows("s", s);
+  check_stats("max", max, s, Stat::Required);
+  check_stats("sum", sum, s, Stat::Required);
+  rows::check_on_device({{"s", &s}, {"max", &max}, {"sum", &sum}});
   reduce(s, max, sum, {}, stream, ExpSumFold{}, device::SumPairOp{}, Identity{});
 }
 
@@ -205,8 +222,9 @@ void exp_normalize(const TensorView& s, const TensorView& max, const TensorView&
                    cudaStream_t stream) {
   check_matrix("s", s, s);
   check_matrix("y", y, s);
-  check_stats("max", max, s);
-  check_stats("sum", sum, s);
+  check_stats("max", max, s, Stat::Required);
+  check_stats("sum", sum, s, Stat::Required);
+  rows::check_on_device({{"s", &s}, {"y", &y}, {"max", &max}, {"sum", &sum}});
   map(s, {}, max, sum, {}, {}, y, stream, ExpNormalize{});
 }
 

@@ -54,19 +54,28 @@ rows::RowShape validate(const NormForwardJob& job) {
   if (job.residual) {
     rows::check_like("residual", *job.residual, "x", a.x, a.x.dtype);
     rows::check_like("residual_out", *job.residual_out, "x", a.x, a.x.dtype);
-    require(a.y.data != job.residual_out->data, "y", "a buffer other than residual_out", "the same pointer");
+    check::disjoint("y", a.y, "residual_out", *job.residual_out, check::InPlace::Forbidden);
+    check::disjoint("residual_out", *job.residual_out, "x", a.x, check::InPlace::Allowed);
+    check::disjoint("residual_out", *job.residual_out, "residual", *job.residual, check::InPlace::Allowed);
   }
   if (job.quant == QuantScale::PerTensor) {
     check::structure("scale", *job.scale);
     check::dtype("scale", *job.scale, {DType::F32});
     require(job.scale->numel() == 1, "scale elements", 1, job.scale->numel());
   }
-  if (job.quant == QuantScale::PerRow) rows::check_row_stats("scale", *job.scale, shape.rows);
+  if (job.quant == QuantScale::PerRow) {
+    require(!job.scale->empty(), "scale", "f32 [rows] for PerRow (written: one scale per row)", "empty");
+    rows::check_row_stats("scale", *job.scale, shape.rows);
+  }
   if (job.amax && !job.amax->empty()) {
     check::structure("amax", *job.amax);
     check::dtype("amax", *job.amax, {DType::F32});
     require(job.amax->numel() == 1, "amax elements", 1, job.amax->numel());
   }
+  // y may be x's exact view (in place) unless it is e4m3: then its rows would land on other
+  // rows of x before those are read.
+  check::disjoint("y", a.y, "x", a.x,
+                  job.quant == QuantScale::None ? check::InPlace::Allowed : check::InPlace::Forbidden);
   const TensorView none;
   rows::check_on_device({{"x", &a.x}, {"y", &a.y}, {"weight", &a.weight}, {"bias", &a.bias}, {"mean", &a.mean},
                          {"rstd", &a.rstd}, {"residual", job.residual ? job.residual : &none},

@@ -31,6 +31,8 @@ void validate_args(const PointwiseChainArgs& a, bool quantized) {
   check::rank("x", a.x, 2);
   check::dtype("x", a.x, {DType::F32, DType::F16, DType::BF16});
   const std::int64_t m = a.x.shape[0], n = a.x.shape[1];
+  // The kernels index a row's columns (and a gated pair's up column, up to 2·N) in 32 bits.
+  require(n <= INT32_MAX / 2, "x columns", "at most 2^30 - 1", n);
   require(a.chain.nodes.size() <= static_cast<std::size_t>(device::kMaxChainNodes), "chain nodes",
           "at most " + std::to_string(device::kMaxChainNodes), a.chain.nodes.size());
   validate(a.chain, a.tensors, m, n);
@@ -40,18 +42,27 @@ void validate_args(const PointwiseChainArgs& a, bool quantized) {
   const DType out = quantized ? DType::E4M3 : a.x.dtype;
   require(a.y.dtype == out, "y dtype", dtype_name(out), dtype_name(a.y.dtype));
   for (const Bound& b : {Bound{"source", &a.tensors.source}, Bound{"bias", &a.tensors.bias},
-                         Bound{"residual", &a.tensors.residual}, Bound{"aux", &a.tensors.aux}}) {
-    if (b.view->empty()) continue;
-    require(b.view->dtype == a.x.dtype, std::string("epilogue ") + b.name + " dtype", dtype_name(a.x.dtype),
-            dtype_name(b.view->dtype));
-    check::on_current_device(std::string("epilogue ") + b.name, *b.view);
-  }
-  for (const Bound& b : {Bound{"row_scale", &a.tensors.row_scale}, Bound{"col_scale", &a.tensors.col_scale}})
+                         Bound{"residual", &a.tensors.residual}, Bound{"aux", &a.tensors.aux}})
+    if (!b.view->empty())
+      require(b.view->dtype == a.x.dtype, std::string("epilogue ") + b.name + " dtype", dtype_name(a.x.dtype),
+              dtype_name(b.view->dtype));
+  require(m * n_out <= static_cast<std::int64_t>(UINT32_MAX), "x elements", "fewer than 2^32 outputs", m * n_out);
+  // An element of y is written after its own x, residual and source elements are read, by the
+  // thread that read them: in place is safe through identical views only.
+  check::disjoint("y", a.y, "x", a.x, check::InPlace::Allowed);
+  check::disjoint("y", a.y, "epilogue residual", a.tensors.residual, check::InPlace::Allowed);
+  check::disjoint("y", a.y, "epilogue source", a.tensors.source, check::InPlace::Allowed);
+  check::disjoint("epilogue aux", a.tensors.aux, "y", a.y, check::InPlace::Forbidden);
+
+  for (const Bound& b : {Bound{"source", &a.tensors.source}, Bound{"bias", &a.tensors.bias},
+                         Bound{"residual", &a.tensors.residual}, Bound{"aux", &a.tensors.aux},
+                         Bound{"row_scale", &a.tensors.row_scale}, Bound{"col_scale", &a.tensors.col_scale}})
     if (!b.view->empty()) check::on_current_device(std::string("epilogue ") + b.name, *b.view);
   check::on_current_device("x", a.x);
   check::on_current_device("y", a.y);
-  require(m * (n_out + 0) <= static_cast<std::int64_t>(UINT32_MAX), "x elements", "fewer than 2^32 outputs",
-          m * n_out);
+  for (auto [name, ptr] : {std::pair<const char*, const float*>{"epilogue quant_scale", a.tensors.quant_scale},
+                           {"epilogue amax", a.tensors.amax}})
+    if (ptr != nullptr) check::on_current_device(name, ptr);
 }
 
 // Whether every row and tensor allows 16-byte chunks of `chunk` elements at the columns each

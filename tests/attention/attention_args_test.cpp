@@ -17,14 +17,18 @@ using testing::expect_error;
 
 constexpr std::int64_t kB = 2, kS = 100, kSk = 120, kHq = 8, kHkv = 2, kD = 128;
 
+using testing::fake_address;
+
+// q, k, v, o and lse at distinct addresses (o may be q's view, but not overlap k, v or lse).
+enum Slot : std::size_t { kSlotQ, kSlotK, kSlotV, kSlotO, kSlotLse };
+
 AttentionForwardArgs valid() {
-  void* p = testing::fake_pointer();
   AttentionForwardArgs a;
-  a.q = TensorView::contiguous(p, DType::BF16, {kB, kS, kHq, kD});
-  a.o = a.q;
-  a.k = TensorView::contiguous(p, DType::BF16, {kB, kSk, kHkv, kD});
-  a.v = a.k;
-  a.lse = TensorView::contiguous(p, DType::F32, {kB, kHq, kS});
+  a.q = TensorView::contiguous(fake_address(kSlotQ), DType::BF16, {kB, kS, kHq, kD});
+  a.o = TensorView::contiguous(fake_address(kSlotO), DType::BF16, {kB, kS, kHq, kD});
+  a.k = TensorView::contiguous(fake_address(kSlotK), DType::BF16, {kB, kSk, kHkv, kD});
+  a.v = TensorView::contiguous(fake_address(kSlotV), DType::BF16, {kB, kSk, kHkv, kD});
+  a.lse = TensorView::contiguous(fake_address(kSlotLse), DType::F32, {kB, kHq, kS});
   return a;
 }
 
@@ -103,6 +107,40 @@ TEST(AttentionArgs, RejectsBadVarlenArguments) {
   expect_error([&] { attention_forward(a); }, "lse shape");
 }
 
+TEST(AttentionArgs, RejectsOutputsOverlappingWhatOtherTilesRead) {
+  auto a = valid();
+  a.o.data = a.k.data;
+  expect_error([&] { attention_forward(a); }, "o: expected memory disjoint from k");
+  a = valid();
+  a.o.data = fake_address(kSlotV, 64);
+  expect_error([&] { attention_forward(a); }, "o: expected memory disjoint from v");
+  a = valid();
+  a.o.data = fake_address(kSlotQ, 256);  // a query tile shifted: in place only through q's own view
+  expect_error([&] { attention_forward(a); }, "o: expected memory disjoint from q, or q's exact view");
+  a = valid();
+  a.lse.data = fake_address(kSlotO, 1024);
+  expect_error([&] { attention_forward(a); }, "lse: expected memory disjoint from o");
+  a = valid();
+  a.o = a.q;  // in place: passes every check that needs no device
+  EXPECT_NO_THROW(plan_attention_forward(a));
+}
+
+TEST(AttentionArgs, RejectsCuSeqlensBetweenIntegers) {
+  const auto* offsets = static_cast<const std::int32_t*>(fake_address(kSlotLse));
+  const auto* misaligned = static_cast<const std::int32_t*>(fake_address(kSlotLse, 2));
+  AttentionForwardArgs a;
+  a.q = TensorView::contiguous(fake_address(kSlotQ), DType::F16, {300, kHq, kD});
+  a.o = TensorView::contiguous(fake_address(kSlotO), DType::F16, {300, kHq, kD});
+  a.k = TensorView::contiguous(fake_address(kSlotK), DType::F16, {400, kHkv, kD});
+  a.v = TensorView::contiguous(fake_address(kSlotV), DType::F16, {400, kHkv, kD});
+  a.varlen = VarlenBatch{offsets, misaligned, 3, 200};
+  expect_error([&] { attention_forward(a); }, "varlen.cu_seqlens_k address: expected a multiple of 4 bytes");
+  a.varlen = VarlenBatch{misaligned, offsets, 3, 200};
+  expect_error([&] { attention_forward(a); }, "varlen.cu_seqlens_q address");
+  a.varlen = VarlenBatch{offsets, nullptr, 3, 200};
+  expect_error([&] { attention_forward(a); }, "varlen.cu_seqlens_k: expected a device pointer");
+}
+
 TEST(AttentionArgs, AcceptsBhsdStridesBeforeTheDeviceChecks) {
   auto a = valid();
   // [B, S, H, D] views of [B, H, S, D] storage: only the device check (fake pointer) may fail.
@@ -128,18 +166,18 @@ TEST(AttentionArgs, HeadDimWithoutKernelIsUnsupported) {
 // A request for the Hopper kernel outside what it covers is Unsupported, naming the reason,
 // before any device access; an unknown backend is an invalid argument.
 TEST(AttentionArgs, Sm90RequestOutsideItsCoverageIsUnsupported) {
-  void* p = testing::fake_pointer();
-  const auto* offsets = static_cast<const std::int32_t*>(p);
+  const auto* offsets = static_cast<const std::int32_t*>(fake_address(kSlotLse));
   AttentionForwardArgs a;
-  a.q = a.o = TensorView::contiguous(p, DType::F16, {300, kHq, kD});
-  a.k = a.v = TensorView::contiguous(p, DType::F16, {400, kHkv, kD});
+  a.q = a.o = TensorView::contiguous(fake_address(kSlotQ), DType::F16, {300, kHq, kD});
+  a.k = TensorView::contiguous(fake_address(kSlotK), DType::F16, {400, kHkv, kD});
+  a.v = TensorView::contiguous(fake_address(kSlotV), DType::F16, {400, kHkv, kD});
   a.varlen = VarlenBatch{offsets, offsets, 3, 200};
   a.backend = AttentionBackend::Sm90;
   expect_error([&] { plan_attention_forward(a); }, "variable lengths", ErrorKind::Unsupported);
   a = valid();
   a.backend = AttentionBackend::Sm90;
   a.k.strides[1] = -kHkv * kD;  // keys stored last to first: TMA strides are positive
-  a.v = a.k;
+  a.v.strides[1] = -kHkv * kD;
   expect_error([&] { plan_attention_forward(a); }, "k stride[1]", ErrorKind::Unsupported);
   a = valid();
   a.backend = AttentionBackend::Portable;

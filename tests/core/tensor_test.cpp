@@ -62,6 +62,20 @@ TEST(TensorChecks, RejectsNullOverlapAndMisalignment) {
   EXPECT_THROW(check::aligned("x", TensorView::matrix(fake_pointer(), DType::BF16, 2, 8, 9), 16), Error);
 }
 
+TEST(TensorChecks, RejectsAnAddressBetweenElements) {
+  char* const base = static_cast<char*>(fake_pointer());
+  try {
+    check::structure("mean", TensorView::contiguous(base + 2, DType::F32, {4}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("mean address: expected a multiple of 4 bytes (the size of f32)"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(check::structure("x", TensorView::contiguous(base + 1, DType::BF16, {4})), Error);
+  EXPECT_NO_THROW(check::structure("x", TensorView::contiguous(base + 2, DType::BF16, {4})));
+  EXPECT_NO_THROW(check::structure("q", TensorView::contiguous(base + 1, DType::E4M3, {4})));
+}
+
 TEST(DType, ParseAcceptsAliasesAndNamesBadInput) {
   EXPECT_EQ(parse_dtype("bf16"), DType::BF16);
   EXPECT_EQ(parse_dtype("fp16"), DType::F16);

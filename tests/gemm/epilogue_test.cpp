@@ -2,6 +2,7 @@
 
 #include "fusekit/error.hpp"
 #include "fusekit/gemm.hpp"
+#include "support/expect_error.hpp"
 #include "support/fake_pointer.hpp"
 
 namespace fusekit {
@@ -84,6 +85,27 @@ TEST(GemmValidation, RejectsBadArgumentsBeforeAnyLaunch) {
   bad.trans_b = Transpose::No;
   bad.b = mat(DType::E4M3, 32, 48);
   expect_error(bad, "trans_a/trans_b: expected No/Yes for fp8");
+}
+
+TEST(GemmValidation, RejectsAnEmptyBatchAndASharedBiasGradient) {
+  GemmHandle handle;
+  auto batch = [](DType t, std::int64_t n, std::int64_t r, std::int64_t c) {
+    return TensorView::batched(fake_pointer(), t, n, r, c, c, r * c);
+  };
+  GemmArgs g;
+  g.a = batch(DType::BF16, 0, 64, 32);
+  g.b = batch(DType::BF16, 0, 48, 32);
+  g.trans_b = Transpose::Yes;
+  g.d = batch(DType::BF16, 0, 64, 48);
+  testing::expect_error([&] { gemm(handle, g); }, "d batch: expected >= 1, got 0");
+
+  // Three batches of bias gradients into one vector would each overwrite the others' sums.
+  g.a = batch(DType::BF16, 3, 64, 32);
+  g.b = batch(DType::BF16, 3, 48, 32);
+  g.d = batch(DType::BF16, 3, 64, 48);
+  g.epilogue = Epilogue::BGradB;
+  g.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {48});
+  testing::expect_error([&] { gemm(handle, g); }, "bias shape: expected [3, 48], got [48]");
 }
 
 }  // namespace

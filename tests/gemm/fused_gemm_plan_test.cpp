@@ -66,5 +66,39 @@ TEST(FusedGemmPlan, PortableRefusesAMisalignedBias) {
   EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Portable).backend, GemmBackend::Portable);
 }
 
+// fused_gemm's argument checks, which run before any device access: each bad argument named.
+TEST(FusedGemmArgs, RejectsEachBadArgumentByName) {
+  using testing::fake_address;
+  FusedGemmHandle handle;
+  const auto valid = [] {
+    FusedGemmArgs g;
+    g.a = TensorView::matrix(fake_address(0), DType::BF16, kM, kK, kK);
+    g.b = TensorView::matrix(fake_address(1), DType::BF16, kN, kK, kK);
+    g.d = TensorView::matrix(fake_address(2), DType::BF16, kM, kN, kN);
+    return g;
+  };
+  auto g = valid();
+  g.epilogue = EpilogueSpec{}.quantize_e4m3();
+  g.tensors.quant_scale = static_cast<const float*>(fake_address(3));
+  expect_error([&] { fused_gemm(handle, g); }, "d dtype: expected e4m3, got bf16");
+  g.d.dtype = DType::E4M3;
+  g.tensors.quant_scale = static_cast<const float*>(fake_address(3, 2));
+  expect_error([&] { fused_gemm(handle, g); }, "epilogue quant_scale address: expected a multiple of 4 bytes");
+  g = valid();
+  g.d.dtype = DType::E4M3;
+  expect_error([&] { fused_gemm(handle, g); }, "d dtype: expected bf16, got e4m3");
+  g = valid();
+  g.epilogue = EpilogueSpec{}.bias();
+  g.tensors.bias = TensorView::contiguous(fake_address(3), DType::F16, {kN});
+  expect_error([&] { fused_gemm(handle, g); }, "epilogue bias dtype: expected bf16");
+  g = valid();
+  g.d.data = fake_address(0, kK * 2);  // D from A's second row on
+  expect_error([&] { fused_gemm(handle, g); }, "d: expected memory disjoint from a");
+  g = valid();
+  g.epilogue = EpilogueSpec{}.residual();
+  g.tensors.residual = TensorView::matrix(fake_address(2, 2), DType::BF16, kM, kN, kN);
+  expect_error([&] { fused_gemm(handle, g); }, "d: expected memory disjoint from epilogue residual, or");
+}
+
 }  // namespace
 }  // namespace fusekit

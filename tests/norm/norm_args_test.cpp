@@ -89,6 +89,42 @@ TEST(NormArgs, ResidualAndQuantizeArguments) {
   expect_error([&] { norm_quantize_forward(q); }, "scale elements");
 }
 
+TEST(NormArgs, PerRowQuantizeNeedsItsScaleOutput) {
+  NormQuantizeArgs q;
+  q.norm = valid_norm();
+  q.norm.y = TensorView::contiguous(testing::fake_address(1), DType::E4M3, {8, 64});
+  q.scale_mode = Fp8ScaleMode::PerRow;
+  expect_error([&] { norm_quantize_forward(q); }, "scale: expected f32 [rows] for PerRow");
+}
+
+TEST(NormArgs, RejectsOverlapsThatWouldCorruptRows) {
+  using testing::fake_address;
+  // An e4m3 y over x: its row i lands on x's row i/2, which another CTA may not have read yet.
+  NormQuantizeArgs q;
+  q.norm = valid_norm();
+  q.norm.y = TensorView::contiguous(kFake, DType::E4M3, {8, 64});
+  q.scale = TensorView::contiguous(fake_address(2), DType::F32, {1});
+  expect_error([&] { norm_quantize_forward(q); }, "y: expected memory disjoint from x");
+
+  // A plain norm may run in place, but not on a y shifted by a row from x.
+  auto a = valid_norm();
+  a.x = TensorView::contiguous(fake_address(1), DType::BF16, {8, 64});
+  a.y = TensorView::contiguous(fake_address(1, 128), DType::BF16, {8, 64});
+  expect_error([&] { norm_forward(a); }, "y: expected memory disjoint from x, or x's exact view");
+
+  AddNormForwardArgs r;
+  r.norm = valid_norm();
+  r.norm.x = TensorView::contiguous(fake_address(1), DType::BF16, {8, 64});
+  r.norm.y = TensorView::contiguous(fake_address(2), DType::BF16, {8, 64});
+  r.residual = TensorView::contiguous(fake_address(3), DType::BF16, {8, 64});
+  r.residual_out = TensorView::contiguous(fake_address(2, 512), DType::BF16, {8, 64});
+  expect_error([&] { add_norm_forward(r); }, "y: expected memory disjoint from residual_out");
+  r.residual_out = TensorView::contiguous(fake_address(3, 128), DType::BF16, {8, 64});
+  expect_error([&] { add_norm_forward(r); }, "residual_out: expected memory disjoint from residual");
+  r.residual_out = TensorView::contiguous(fake_address(1, 2), DType::BF16, {8, 64});
+  expect_error([&] { add_norm_forward(r); }, "residual_out: expected memory disjoint from x");
+}
+
 TEST(SoftmaxArgs, RejectsEachBadArgumentByName) {
   const auto x = TensorView::contiguous(kFake, DType::F16, {4, 64});
   expect_error([&] { softmax_forward({x, TensorView::contiguous(kFake, DType::F32, {4, 64})}); }, "y dtype");
