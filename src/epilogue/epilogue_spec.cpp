@@ -140,6 +140,8 @@ void validate(const EpilogueSpec& spec, const EpilogueTensors& t, std::int64_t m
   std::int64_t cols = n;  // columns at the current point of the chain
   for (std::size_t i = 0; i < spec.nodes.size(); ++i) {
     const auto& node = spec.nodes[i];
+    require(node.op <= EpilogueOp::StoreAux, fmt::format("epilogue node {} op", i), "an EpilogueOp",
+            static_cast<int>(node.op));
     const std::string where = fmt::format("epilogue node {} ({})", i, epilogue_op_name(node.op));
     switch (node.op) {
       case EpilogueOp::AddSource:

@@ -8,8 +8,10 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <iterator>
 #include <optional>
 #include <unordered_map>
 
@@ -133,6 +135,10 @@ Shape validate(const GemmArgs& g) {
             fmt::format("{:#x}", addr));
   }
 
+  for (auto [name, t] : {std::pair{"trans_a", g.trans_a}, {"trans_b", g.trans_b}})
+    require(t == Transpose::No || t == Transpose::Yes, name, "No or Yes", static_cast<int>(t));
+  require(std::find(std::begin(kAllEpilogues), std::end(kAllEpilogues), g.epilogue) != std::end(kAllEpilogues),
+          "epilogue", "one of the 16 Epilogue values", static_cast<int>(g.epilogue));
   const std::int64_t m = g.trans_a == Transpose::No ? rows_of(g.a) : cols_of(g.a);
   const std::int64_t k = g.trans_a == Transpose::No ? cols_of(g.a) : rows_of(g.a);
   const std::int64_t kb = g.trans_b == Transpose::No ? rows_of(g.b) : cols_of(g.b);

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "fusekit/buffer.hpp"
 #include "fusekit/error.hpp"
 #include "fusekit/gemm.hpp"
@@ -60,6 +62,9 @@ Shape validate(const FusedGemmArgs& g) {
   require(g.b.shape[1] == k, "b shape", fmt::format("[N, {}] (K of a)", k), g.b.describe());
   require(m > 0 && n > 0 && k > 0, "M, N, K", "all positive", fmt::format("{}, {}, {}", m, n, k));
   check::shape("d", g.d, {m, epilogue_output_columns(g.epilogue, n)});
+  require(g.schedule == Sm90Schedule::Auto || g.schedule == Sm90Schedule::Cooperative ||
+              g.schedule == Sm90Schedule::Pingpong,
+          "schedule", "Auto, Cooperative or Pingpong", static_cast<int>(g.schedule));
   validate(g.epilogue, g.tensors, m, n);
   for (auto [name, t] : {std::pair{"epilogue bias", &g.tensors.bias}, {"epilogue residual", &g.tensors.residual},
                          {"epilogue source", &g.tensors.source}, {"epilogue aux", &g.tensors.aux}})
@@ -103,12 +108,17 @@ FusedGemmHandle::FusedGemmHandle() : impl_(std::make_unique<Impl>()) {}
 FusedGemmHandle::~FusedGemmHandle() = default;
 
 FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
+  require(requested == GemmBackend::Auto || requested == GemmBackend::CublasLt || requested == GemmBackend::Sm90 ||
+              requested == GemmBackend::Portable,
+          "backend", "Auto, CublasLt, Sm90 or Portable", static_cast<int>(requested));
   const auto lt = cublaslt_epilogue(g.epilogue);
   const auto chain = sm90::match_chain(g.epilogue);
   const bool hopper = device_count() > 0 && current_device_info().cc_major == 9;
   const bool aligned = tma_aligned(g.a) && tma_aligned(g.b) && tma_aligned(g.d) && tma_aligned(g.tensors.bias) &&
                        tma_aligned(g.tensors.residual);
   auto sm90_blocker = [&]() -> std::string {
+    if (g.a.shape[0] > INT32_MAX || g.b.shape[0] > INT32_MAX || g.a.shape[1] > INT32_MAX)
+      return "the Hopper kernel takes M, N and K as 32-bit integers";
     if (!hopper) return "the Hopper kernel needs an sm_90 GPU";
     if (!chain) return fmt::format("no Hopper kernel is compiled for the chain {}", g.epilogue.to_string());
     if (!aligned) return "the Hopper kernel's TMA needs 16-byte aligned pointers and row strides";

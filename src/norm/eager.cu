@@ -145,6 +145,8 @@ struct Identity {
 
 void row_moments(NormKind kind, const TensorView& x, const TensorView& mean, const TensorView& rstd, float eps,
                  cudaStream_t stream) {
+  require(kind == NormKind::LayerNorm || kind == NormKind::RmsNorm, "kind", "LayerNorm or RmsNorm",
+          static_cast<int>(kind));
   check_matrix("x", x, x);
   check_grid_rows("x", x);
   require(kind == NormKind::LayerNorm || mean.empty(), "mean", "empty for RMSNorm", mean.describe());

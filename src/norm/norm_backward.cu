@@ -173,6 +173,8 @@ ParamGrads param_grads(const NormBackwardArgs& a) {
 }
 
 rows::RowShape validate(const NormBackwardArgs& a) {
+  require(a.kind == NormKind::LayerNorm || a.kind == NormKind::RmsNorm, "kind", "LayerNorm or RmsNorm",
+          static_cast<int>(a.kind));
   const rows::RowShape shape = rows::check_rows("x", a.x, kFloatTypes);
   rows::check_like("dy", a.dy, "x", a.x, a.x.dtype);
   rows::check_like("dx", a.dx, "x", a.x, a.x.dtype);

@@ -41,6 +41,8 @@ struct NormForwardJob {
 
 rows::RowShape validate(const NormForwardJob& job) {
   const NormForwardArgs& a = job.norm;
+  require(a.kind == NormKind::LayerNorm || a.kind == NormKind::RmsNorm, "kind", "LayerNorm or RmsNorm",
+          static_cast<int>(a.kind));
   const rows::RowShape shape = rows::check_rows("x", a.x, kFloatTypes);
   const DType out_type = job.quant == QuantScale::None ? a.x.dtype : DType::E4M3;
   rows::check_like("y", a.y, "x", a.x, out_type);

@@ -85,6 +85,12 @@ TEST(GemmValidation, RejectsBadArgumentsBeforeAnyLaunch) {
   bad.trans_b = Transpose::No;
   bad.b = mat(DType::E4M3, 32, 48);
   expect_error(bad, "trans_a/trans_b: expected No/Yes for fp8");
+  bad = g;
+  bad.trans_a = static_cast<Transpose>(2);
+  expect_error(bad, "trans_a: expected No or Yes, got 2");
+  bad = g;
+  bad.epilogue = static_cast<Epilogue>(40);
+  expect_error(bad, "epilogue: expected one of the 16 Epilogue values, got 40");
 }
 
 TEST(GemmValidation, RejectsAnEmptyBatchAndASharedBiasGradient) {

@@ -66,6 +66,16 @@ TEST(FusedGemmPlan, PortableRefusesAMisalignedBias) {
   EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Portable).backend, GemmBackend::Portable);
 }
 
+// The Hopper kernel takes its extents as 32-bit integers: M of 2^31 rows is refused, naming why
+// (before the question of the GPU, so without one too).
+TEST(FusedGemmPlan, Sm90RefusesExtentsPast32Bits) {
+  FusedGemmArgs g;
+  g.a = TensorView::matrix(fake_pointer(), DType::BF16, std::int64_t{1} << 31, kK, kK);
+  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
+  g.d = TensorView::matrix(fake_pointer(), DType::BF16, std::int64_t{1} << 31, kN, kN);
+  expect_error([&] { plan_fused_gemm(g, GemmBackend::Sm90); }, "M, N and K as 32-bit integers", ErrorKind::Unsupported);
+}
+
 // fused_gemm's argument checks, which run before any device access: each bad argument named.
 TEST(FusedGemmArgs, RejectsEachBadArgumentByName) {
   using testing::fake_address;
@@ -94,6 +104,14 @@ TEST(FusedGemmArgs, RejectsEachBadArgumentByName) {
   g = valid();
   g.d.data = fake_address(0, kK * 2);  // D from A's second row on
   expect_error([&] { fused_gemm(handle, g); }, "d: expected memory disjoint from a");
+  g = valid();
+  g.schedule = static_cast<Sm90Schedule>(3);
+  expect_error([&] { fused_gemm(handle, g); }, "schedule: expected Auto, Cooperative or Pingpong, got 3");
+  g = valid();
+  g.epilogue.nodes.push_back({static_cast<EpilogueOp>(99)});
+  expect_error([&] { fused_gemm(handle, g); }, "epilogue node 0 op: expected an EpilogueOp, got 99");
+  g = valid();
+  expect_error([&] { plan_fused_gemm(g, static_cast<GemmBackend>(4)); }, "backend: expected Auto, CublasLt");
   g = valid();
   g.epilogue = EpilogueSpec{}.residual();
   g.tensors.residual = TensorView::matrix(fake_address(2, 2), DType::BF16, kM, kN, kN);

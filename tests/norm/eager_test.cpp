@@ -23,6 +23,8 @@ TEST(EagerArgs, RequiresTheStatisticsEachOpUses) {
   expect_error([] { eager::row_moments(NormKind::RmsNorm, matrix(0), {}, {}, 1e-5f); }, "rstd: expected f32 [rows]");
   expect_error([] { eager::row_moments(NormKind::RmsNorm, matrix(0), stats(1), stats(2), 1e-5f); },
                "mean: expected empty for RMSNorm");
+  expect_error([] { eager::row_moments(static_cast<NormKind>(5), matrix(0), {}, stats(2), 1e-5f); },
+               "kind: expected LayerNorm or RmsNorm");
   expect_error([] { eager::normalize(matrix(0), stats(1), {}, matrix(2)); }, "rstd: expected f32 [rows]");
   expect_error([] { eager::row_max(matrix(0), {}); }, "max: expected f32 [rows]");
   expect_error([] { eager::row_exp_sum(matrix(0), stats(1), {}); }, "sum: expected f32 [rows]");

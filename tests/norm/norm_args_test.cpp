@@ -68,6 +68,9 @@ TEST(NormArgs, RejectsEachBadArgumentByName) {
   a = valid_norm();
   a.eps = -1.0f;
   expect_error([&] { norm_forward(a); }, "eps");
+  a = valid_norm();
+  a.kind = static_cast<NormKind>(2);
+  expect_error([&] { norm_forward(a); }, "kind: expected LayerNorm or RmsNorm, got 2");
 }
 
 TEST(NormArgs, ResidualAndQuantizeArguments) {

@@ -63,6 +63,9 @@ TEST(NormBackwardArgs, RejectsEachBadArgumentByName) {
   a.rstd = {};
   expect_error([&] { norm_backward(a); }, "rstd");
   a = valid_norm();
+  a.kind = static_cast<NormKind>(2);
+  expect_error([&] { norm_backward(a); }, "kind: expected LayerNorm or RmsNorm, got 2");
+  a = valid_norm();
   a.dweight = TensorView::contiguous(kFake, DType::BF16, {64});
   expect_error([&] { norm_backward(a); }, "workspace");
   a.workspace = TensorView::contiguous(static_cast<char*>(kFake) + 4, DType::U8, {4096});
