@@ -194,6 +194,10 @@ rows::RowShape validate(const NormBackwardArgs& a) {
     require(a.workspace.is_contiguous(), "workspace layout", "packed", a.workspace.describe());
     check::aligned("workspace", a.workspace, kWorkspaceAlignment);
   }
+  // Each row's dx is written after the row of x and dy is read (rows staged ahead are others):
+  // in place through their views only.
+  check::disjoint("dx", a.dx, "dy", a.dy, check::InPlace::Allowed);
+  check::disjoint("dx", a.dx, "x", a.x, check::InPlace::Allowed);
   rows::check_on_device({{"x", &a.x}, {"dy", &a.dy}, {"dx", &a.dx}, {"weight", &a.weight}, {"mean", &a.mean},
                          {"rstd", &a.rstd}, {"dweight", &a.dweight}, {"dbias", &a.dbias},
                          {"workspace", &a.workspace}});

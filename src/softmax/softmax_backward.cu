@@ -71,6 +71,9 @@ void softmax_backward(const SoftmaxBackwardArgs& a, cudaStream_t stream) {
   rows::check_like("dy", a.dy, "y", a.y, a.y.dtype);
   rows::check_like("dx", a.dx, "y", a.y, a.y.dtype);
   require(std::isfinite(a.scale), "scale", "finite", a.scale);
+  // A row of y and dy is read whole (Σ y·dy) before dx is written: in place through their views.
+  check::disjoint("dx", a.dx, "dy", a.dy, check::InPlace::Allowed);
+  check::disjoint("dx", a.dx, "y", a.y, check::InPlace::Allowed);
   rows::check_on_device({{"y", &a.y}, {"dy", &a.dy}, {"dx", &a.dx}});
   if (shape.rows == 0) return;
   switch (a.y.dtype) {

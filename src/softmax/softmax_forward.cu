@@ -46,6 +46,8 @@ void softmax_forward(const SoftmaxForwardArgs& a, cudaStream_t stream) {
   rows::check_like("y", a.y, "x", a.x, a.x.dtype);
   require(std::isfinite(a.scale), "scale", "finite", a.scale);
   require(a.causal == Causal::No || a.causal == Causal::Yes, "causal", "No or Yes", static_cast<int>(a.causal));
+  // A row is read whole (its max and sum) before any of it is written: in place through x's view.
+  check::disjoint("y", a.y, "x", a.x, check::InPlace::Allowed);
   rows::check_on_device({{"x", &a.x}, {"y", &a.y}});
   if (shape.rows == 0) return;
   switch (a.x.dtype) {

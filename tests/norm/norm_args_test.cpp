@@ -136,5 +136,30 @@ TEST(SoftmaxArgs, RejectsEachBadArgumentByName) {
   expect_error([&] { softmax_forward({TensorView::contiguous(kFake, DType::U8, {4, 64}), x}); }, "x dtype");
 }
 
+// Rows must be unit-stride: a strided innermost dimension is refused, naming the tensor, by every
+// forward row op; an output may be its input's exact view, never a shifted one.
+TEST(RowForwardArgs, RejectStridedRowsAndShiftedOutputs) {
+  auto strided = TensorView::contiguous(kFake, DType::BF16, {8, 64});
+  strided.strides = {128, 2, 0, 0};
+  const auto x = TensorView::contiguous(kFake, DType::BF16, {8, 64});
+  expect_error([&] { softmax_forward({strided, x}); }, "x innermost stride");
+  expect_error([&] { softmax_forward({x, strided}); }, "y innermost stride");
+  AddNormForwardArgs r;
+  r.norm = valid_norm();
+  r.residual = strided;
+  r.residual_out = TensorView::contiguous(testing::fake_address(1), DType::BF16, {8, 64});
+  expect_error([&] { add_norm_forward(r); }, "residual innermost stride");
+  NormQuantizeArgs q;
+  q.norm = valid_norm();
+  q.norm.y = TensorView::contiguous(testing::fake_address(1), DType::E4M3, {8, 64});
+  q.norm.y.strides = {128, 2, 0, 0};
+  q.scale = TensorView::contiguous(testing::fake_address(2), DType::F32, {1});
+  expect_error([&] { norm_quantize_forward(q); }, "y innermost stride");
+  // softmax in place through x's view, never a shifted one
+  const auto y = TensorView::contiguous(testing::fake_address(1, 128), DType::BF16, {8, 64});
+  expect_error([&] { softmax_forward({TensorView::contiguous(testing::fake_address(1), DType::BF16, {8, 64}), y}); },
+               "y: expected memory disjoint from x, or x's exact view");
+}
+
 }  // namespace
 }  // namespace fusekit

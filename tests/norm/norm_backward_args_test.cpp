@@ -82,5 +82,36 @@ TEST(SoftmaxBackwardArgs, RejectsEachBadArgumentByName) {
   expect_error([&] { softmax_backward({TensorView::contiguous(kFake, DType::F16, {64}), y, y}); }, "y rank");
 }
 
+// Rows must be unit-stride: a strided innermost dimension is refused, naming the tensor.
+TEST(RowBackwardArgs, RejectStridedRows) {
+  auto strided = TensorView::contiguous(kFake, DType::F16, {4, 64});
+  strided.strides = {128, 2, 0, 0};
+  const auto y = TensorView::contiguous(kFake, DType::F16, {4, 64});
+  expect_error([&] { softmax_backward({strided, y, y}); }, "y innermost stride");
+  expect_error([&] { softmax_backward({y, strided, y}); }, "dy innermost stride");
+  auto a = valid_norm();
+  a.x.strides = {128, 2, 0, 0};
+  expect_error([&] { norm_backward(a); }, "x innermost stride");
+  a = valid_norm();
+  a.dx.strides = {128, 2, 0, 0};
+  expect_error([&] { norm_backward(a); }, "dx innermost stride");
+}
+
+// dx may be dy's (or x's, y's) exact view, never a shifted one: it would overwrite rows not yet read.
+TEST(RowBackwardArgs, RejectPartialOverlaps) {
+  using testing::fake_address;
+  auto a = valid_norm();
+  a.x = TensorView::contiguous(fake_address(1), DType::BF16, {8, 64});
+  a.dy = TensorView::contiguous(fake_address(2), DType::BF16, {8, 64});
+  a.dx = TensorView::contiguous(fake_address(2, 128), DType::BF16, {8, 64});
+  expect_error([&] { norm_backward(a); }, "dx: expected memory disjoint from dy, or dy's exact view");
+  a.dx = TensorView::contiguous(fake_address(1, 256), DType::BF16, {8, 64});
+  expect_error([&] { norm_backward(a); }, "dx: expected memory disjoint from x");
+  const auto y = TensorView::contiguous(fake_address(1), DType::F16, {4, 64});
+  const auto dy = TensorView::contiguous(fake_address(2), DType::F16, {4, 64});
+  expect_error([&] { softmax_backward({y, dy, TensorView::contiguous(fake_address(2, 2), DType::F16, {4, 64})}); },
+               "dx: expected memory disjoint from dy");
+}
+
 }  // namespace
 }  // namespace fusekit

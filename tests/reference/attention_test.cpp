@@ -124,7 +124,7 @@ TEST_F(ReferenceAttention, MatchesNaiveExplicitProbabilities) {
           p.window = window;
           p.softcap = softcap;
           p.scale = 1.0 + 2.0 * std::abs(uniform_(rng_));
-          SCOPED_TRACE(testing::Message()
+          SCOPED_TRACE(::testing::Message()
                        << "heads " << hd.q << "/" << hd.kv << " causal " << static_cast<int>(causal)
                        << " window " << window.left << "," << window.right << " softcap "
                        << softcap.value_or(0) << " Sq " << p.seqlen_q << " Sk " << p.seqlen_k
@@ -151,7 +151,7 @@ TEST_F(ReferenceAttention, CausalMaskIsAlignedBottomRightWhenSqDiffersFromSk) {
     std::int64_t sq, sk;
   };
   for (Lengths len : {Lengths{3, 9}, Lengths{9, 3}, Lengths{6, 6}}) {
-    SCOPED_TRACE(testing::Message() << "Sq " << len.sq << " Sk " << len.sk);
+    SCOPED_TRACE(::testing::Message() << "Sq " << len.sq << " Sk " << len.sk);
     constexpr std::int64_t kHeads = 2, kDim = 5;
     AttentionProblem p = fixed_problem(1, kHeads, kHeads, len.sq, len.sk, kDim);
     p.causal = Causal::Yes;
@@ -177,7 +177,7 @@ TEST_F(ReferenceAttention, CausalMaskIsAlignedBottomRightWhenSqDiffersFromSk) {
 TEST_F(ReferenceAttention, GqaAndMqaEqualMhaWithRepeatedKvHeads) {
   constexpr std::int64_t kHeadsQ = 6;
   for (std::int64_t heads_kv : {3, 2, 1}) {
-    SCOPED_TRACE(testing::Message() << "heads_kv " << heads_kv);
+    SCOPED_TRACE(::testing::Message() << "heads_kv " << heads_kv);
     AttentionProblem grouped =
         fixed_problem(2, kHeadsQ, heads_kv, size_in(1, 10), size_in(1, 10), size_in(1, 8));
     grouped.causal = Causal::Yes;
@@ -218,7 +218,7 @@ TEST_F(ReferenceAttention, VarlenEqualsSeparateSequences) {
   const AttentionResult r = attention_forward(packed, in.q, in.k, in.v);
   const std::int64_t total_q = packed.total_q();
   for (std::int64_t b = 0; b < packed.sequences(); ++b) {
-    SCOPED_TRACE(testing::Message() << "sequence " << b);
+    SCOPED_TRACE(::testing::Message() << "sequence " << b);
     AttentionProblem one = packed;
     one.cu_seqlens_q.clear();
     one.cu_seqlens_k.clear();

@@ -210,7 +210,7 @@ TEST_F(ReferenceGemm, EveryEpilogueMatchesNaiveTripleLoop) {
     for (Transpose ta : kTransposes) {
       for (Transpose tb : kTransposes) {
         const std::int64_t m = odd_size(41), n = odd_size(41), k = odd_size(41);
-        SCOPED_TRACE(testing::Message()
+        SCOPED_TRACE(::testing::Message()
                      << "epilogue " << static_cast<int>(epilogue) << " ta " << static_cast<int>(ta)
                      << " tb " << static_cast<int>(tb) << " M,N,K " << m << "," << n << "," << k);
         const Matrix op_a = random_matrix(m, k), op_b = random_matrix(k, n);
@@ -255,7 +255,7 @@ TEST_F(ReferenceGemm, GemmRowsMatchesTheFullResult) {
   for (int r = 0; r < 7; ++r) rows.push_back(row(rng_));
   constexpr std::uint8_t kHalfTheBits = 0b01011010;
   for (Epilogue epilogue : kAllEpilogues) {
-    SCOPED_TRACE(testing::Message() << "epilogue " << static_cast<int>(epilogue));
+    SCOPED_TRACE(::testing::Message() << "epilogue " << static_cast<int>(epilogue));
     GemmProblem p =
         problem(random_matrix(k, m), Transpose::Yes, random_matrix(k, n), Transpose::No, epilogue);
     p.c = random_matrix(m, n);
@@ -300,7 +300,7 @@ TEST_F(ReferenceGemm, ReluMaskLayout) {
   };
   // Rows are padded to 128 bits unless the caller gives a (larger) row pitch.
   for (Case c : {Case{1, 0, 16}, Case{128, 0, 16}, Case{129, 0, 32}, Case{37, 48, 48}}) {
-    SCOPED_TRACE(testing::Message() << "N " << c.n << " row bytes given " << c.row_bytes_given);
+    SCOPED_TRACE(::testing::Message() << "N " << c.n << " row bytes given " << c.row_bytes_given);
     const std::int64_t m = 3, k = 5;
     GemmProblem p = problem(random_matrix(m, k), Transpose::No, random_matrix(k, c.n),
                             Transpose::No, Epilogue::ReluAux);
@@ -385,7 +385,7 @@ TEST_F(ReferenceGemm, ActivationBackwardBiasGradientsMatchFiniteDifferences) {
   };
   for (Pair pair : {Pair{Epilogue::GeluAuxBias, Epilogue::DGeluBGrad},
                     Pair{Epilogue::ReluAuxBias, Epilogue::DReluBGrad}}) {
-    SCOPED_TRACE(testing::Message() << "backward epilogue " << static_cast<int>(pair.backward));
+    SCOPED_TRACE(::testing::Message() << "backward epilogue " << static_cast<int>(pair.backward));
     const std::int64_t tokens = odd_size(9), in = odd_size(9), hidden = odd_size(9), out = 5;
     const Matrix x = random_matrix(tokens, in), w1 = random_matrix(hidden, in);
     const Matrix w2 = random_matrix(out, hidden), g = random_matrix(tokens, out);

@@ -43,7 +43,7 @@ TEST_F(ReferenceNorm, LayerNormRowsHaveZeroMeanAndUnitVarianceFarFromTheOrigin) 
     for (std::int64_t j = 0; j < kCols; ++j) x(r, j) += std::pow(10.0, 2 * r);
   const NormForward f = norm_forward(NormKind::LayerNorm, x, {}, {}, 0.0);
   for (std::int64_t r = 0; r < kRows; ++r) {
-    SCOPED_TRACE(testing::Message() << "row " << r);
+    SCOPED_TRACE(::testing::Message() << "row " << r);
     EXPECT_NEAR(row_mean(f.y, r), 0.0, kFarTolerance);
     EXPECT_NEAR(row_mean_square(f.y, r, 0.0), 1.0, kFarTolerance);
     EXPECT_NEAR(f.mean[r], row_mean(x, r), kTolerance * std::abs(f.mean[r]));
@@ -69,7 +69,7 @@ TEST_F(ReferenceNorm, RowsSplitOverThreadsMatchEachRowAlone) {
   const Matrix x = random_matrix(kRows, kCols);
   const std::vector<double> weight = random_vector(kCols), bias = random_vector(kCols);
   for (NormKind kind : kKinds) {
-    SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind));
+    SCOPED_TRACE(::testing::Message() << "kind " << static_cast<int>(kind));
     const NormForward all = norm_forward(kind, x, weight, bias, kEps);
     for (std::int64_t r = 0; r < kRows; ++r) {
       Matrix row(1, kCols);
@@ -99,7 +99,7 @@ TEST_F(ReferenceNorm, WeightAndBiasAreAnAffineMapAfterTheNorm) {
   const Matrix x = random_matrix(3, 33);
   const std::vector<double> weight = random_vector(33), bias = random_vector(33);
   for (NormKind kind : kKinds) {
-    SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind));
+    SCOPED_TRACE(::testing::Message() << "kind " << static_cast<int>(kind));
     const NormForward plain = norm_forward(kind, x, {}, {}, kEps);
     const NormForward affine = norm_forward(kind, x, weight, bias, kEps);
     for (std::int64_t r = 0; r < x.rows; ++r)
@@ -113,7 +113,7 @@ TEST_F(ReferenceNorm, BackwardMatchesCentralDifferences) {
   constexpr std::int64_t kRows = 3, kCols = 11;
   constexpr double kStep = 1e-5, kFdTolerance = 1e-8;
   for (NormKind kind : kKinds) {
-    SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind));
+    SCOPED_TRACE(::testing::Message() << "kind " << static_cast<int>(kind));
     Matrix x = random_matrix(kRows, kCols);
     std::vector<double> weight = random_vector(kCols), bias = random_vector(kCols);
     const Matrix g = random_matrix(kRows, kCols);
@@ -147,7 +147,7 @@ TEST_F(ReferenceNorm, MissingWeightMeansOnes) {
   const Matrix x = random_matrix(3, 17), dy = random_matrix(3, 17);
   const std::vector<double> ones(17, 1.0);
   for (NormKind kind : kKinds) {
-    SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind));
+    SCOPED_TRACE(::testing::Message() << "kind " << static_cast<int>(kind));
     const NormForward f = norm_forward(kind, x, {}, {}, kEps);
     EXPECT_EQ(f.y.data, norm_forward(kind, x, ones, {}, kEps).y.data);
     const NormBackward without = norm_backward(kind, dy, x, {}, f.mean, f.rstd);
@@ -161,7 +161,7 @@ TEST_F(ReferenceNorm, AddNormIsTheSumThenTheNorm) {
   const Matrix x = random_matrix(4, 21), residual = random_matrix(4, 21);
   const std::vector<double> weight = random_vector(21), bias = random_vector(21);
   for (NormKind kind : kKinds) {
-    SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind));
+    SCOPED_TRACE(::testing::Message() << "kind " << static_cast<int>(kind));
     const AddNormForward f = add_norm_forward(kind, x, residual, weight, bias, kEps);
     Matrix h = x;
     for (std::size_t e = 0; e < h.data.size(); ++e) h.data[e] = x.data[e] + residual.data[e];

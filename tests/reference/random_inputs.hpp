@@ -11,15 +11,12 @@
 #include <vector>
 
 #include "fusekit/reference/host_matrix.hpp"
+#include "support/seed.hpp"
 
 namespace fusekit::reference {
 
 class RandomInputsTest : public ::testing::Test {
  protected:
-  static std::uint64_t pick_seed() {
-    const char* env = std::getenv("FUSEKIT_TEST_SEED");
-    return env ? std::stoull(env) : std::random_device{}();
-  }
   // Values uniform in [−spread, spread].
   std::vector<double> random_vector(std::int64_t n, double spread = 1.0) {
     std::vector<double> v(static_cast<std::size_t>(n));
@@ -32,7 +29,7 @@ class RandomInputsTest : public ::testing::Test {
     return m;
   }
 
-  const std::uint64_t seed_ = pick_seed();
+  const std::uint64_t seed_ = testing::fresh_seed();
   ::testing::ScopedTrace trace_{__FILE__, __LINE__, "FUSEKIT_TEST_SEED=" + std::to_string(seed_)};
   std::mt19937_64 rng_{seed_};
   std::uniform_real_distribution<double> uniform_{-1.0, 1.0};

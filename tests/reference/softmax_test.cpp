@@ -68,7 +68,7 @@ TEST_F(ReferenceSoftmax, CausalMaskIsAlignedBottomRight) {
     std::int64_t rows, cols;
   };
   for (Shape s : {Shape{5, 5}, Shape{3, 8}, Shape{8, 3}}) {
-    SCOPED_TRACE(testing::Message() << s.rows << "x" << s.cols);
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols);
     const Matrix x = random_matrix(s.rows, s.cols, 4.0);
     const Matrix y = softmax_forward(x, 1.0, Causal::Yes);
     for (std::int64_t i = 0; i < s.rows; ++i) {
@@ -100,7 +100,7 @@ TEST_F(ReferenceSoftmax, MinusInfinityEntriesAndFullyMaskedRows) {
             -kInf, 0.0,   -kInf, 0.0,    //
             2.0,   -kInf, 2.0,   2.0};
   for (double scale : {1.0, 0.0}) {
-    SCOPED_TRACE(testing::Message() << "scale " << scale);
+    SCOPED_TRACE(::testing::Message() << "scale " << scale);
     const Matrix y = softmax_forward(x, scale);
     const std::vector<double> expected = {0, 0, 0, 0, 0, 0.5, 0, 0.5, 1. / 3, 0, 1. / 3, 1. / 3};
     for (std::size_t e = 0; e < expected.size(); ++e)
@@ -113,7 +113,7 @@ TEST_F(ReferenceSoftmax, MinusInfinityEntriesAndFullyMaskedRows) {
 TEST_F(ReferenceSoftmax, HugeAndTinyMagnitudesStayExact) {
   // softmax([a, a + ln 2]) = [1/3, 2/3] wherever exp(a) itself would overflow or underflow.
   for (double a : {-1e4, 1e4, -1e7, 1e7}) {
-    SCOPED_TRACE(testing::Message() << "a " << a);
+    SCOPED_TRACE(::testing::Message() << "a " << a);
     Matrix x(1, 2);
     x.data = {a, a + std::numbers::ln2};
     const Matrix y = softmax_forward(x);
@@ -136,7 +136,7 @@ TEST_F(ReferenceSoftmax, HugeAndTinyMagnitudesStayExact) {
 TEST_F(ReferenceSoftmax, BackwardMatchesCentralDifferences) {
   constexpr double kStep = 1e-6, kFdTolerance = 1e-8;
   for (Causal causal : {Causal::No, Causal::Yes}) {
-    SCOPED_TRACE(testing::Message() << "causal " << static_cast<int>(causal));
+    SCOPED_TRACE(::testing::Message() << "causal " << static_cast<int>(causal));
     Matrix x = random_matrix(4, 7, 3.0);
     const Matrix g = random_matrix(4, 7);
     const double scale = 0.5 + std::abs(uniform_(rng_));
