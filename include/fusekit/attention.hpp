@@ -29,6 +29,9 @@ using reference::kUnboundedWindow;
 using reference::Window;
 
 // Packed sequences of different lengths: sequence b holds tokens [cu_seqlens[b], cu_seqlens[b+1]).
+// NOTE: the offsets themselves are the caller's promise (non-decreasing from 0, the last at most
+// the packed tensors' tokens, every query length at most max_seqlen_q), as in FlashAttention:
+// checking them would copy them to the host and synchronize. The pointers are checked.
 struct VarlenBatch {
   const std::int32_t* cu_seqlens_q = nullptr;  // device memory, sequences + 1 non-decreasing offsets from 0
   const std::int32_t* cu_seqlens_k = nullptr;  // device memory, sequences + 1 offsets
@@ -37,7 +40,7 @@ struct VarlenBatch {
 };
 
 enum class AttentionBackend : std::uint8_t {
-  Auto,      // the portable kernel until the Hopper kernel passes its GPU tests (then: Hopper on sm_90 when it covers the arguments)
+  Auto,      // the Hopper kernel on sm_90 where it covers the arguments, the portable kernel elsewhere
   Portable,  // mma.sync, FlashAttention-2 work split: sm_80 and newer, every feature
   Sm90,      // TMA + wgmma, producer and two pingpong consumer warpgroups: sm_90, fixed lengths
 };
