@@ -25,9 +25,10 @@ struct AttentionBenchArgs {
 void add_bench_attention_command(CLI::App& bench, Commands& commands) {
   auto args = std::make_shared<AttentionBenchArgs>();
   auto* sub = bench.add_subcommand("attention", "O = softmax(Q·Kᵀ/√D)·V, B·S = 16384, H·D = 2048: portable and Hopper kernels");
-  sub->add_option("--seqlen", args->seqlen, "sequence length S (B = 16384 / S)")->capture_default_str();
+  sub->add_option("--seqlen", args->seqlen, "sequence length S (B = 16384 / S)")
+      ->check(extent_range())->capture_default_str();
   sub->add_option("--head-dim", args->head_dims, "head dims D, one or more of 64, 128, 256 (H = 2048 / D)")
-      ->capture_default_str();
+      ->check(extent_range())->capture_default_str();
   sub->add_flag("--causal", args->causal, "causal mask (half the FLOPs)");
   sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
   sub->add_flag("--sweep", args->sweep, "S = 512 … 16384, causal and not (ignores --seqlen, --causal)");

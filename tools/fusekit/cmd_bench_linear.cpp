@@ -47,9 +47,11 @@ void add_linear_ladder_command(CLI::App& bench, Commands& commands, bench::Linea
   const std::string name = ladder_name(chain);
   auto args = std::make_shared<LinearArgs>();
   auto* sub = bench.add_subcommand(name, ladder_description(chain));
-  sub->add_option("--m", args->m, swiglu ? "rows of X and Y (default 4096)" : "rows of X and Y (default: the ladder's four shapes)");
-  sub->add_option("--n", args->n, swiglu ? "columns of Y (W has 2n rows; default 14336)" : "columns of Y (rows of W)");
-  sub->add_option("--k", args->k, "the reduced dimension");
+  sub->add_option("--m", args->m, swiglu ? "rows of X and Y (default 4096)" : "rows of X and Y (default: the ladder's four shapes)")
+      ->check(extent_range());
+  sub->add_option("--n", args->n, swiglu ? "columns of Y (W has 2n rows; default 14336)" : "columns of Y (rows of W)")
+      ->check(extent_range());
+  sub->add_option("--k", args->k, "the reduced dimension")->check(extent_range());
   sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
   add_common_bench_options(sub, args->common);
   commands.push_back({sub, [args, chain, name, swiglu] {

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 
 #include "fusekit/error.hpp"
@@ -20,7 +21,9 @@ void add_common_bench_options(CLI::App* sub, CommonBenchOptions& o) {
   sub->add_flag("--check", o.check, "validate every output element against the CPU reference (slow)");
   sub->add_option("--json", o.json_path, "write one JSON line per rung to FILE");
   sub->add_option("--seed", o.seed, "random seed (default: a fresh one each run)");
-  sub->add_option("--runs", o.min_runs, "minimum timed runs per rung")->capture_default_str();
+  sub->add_option("--runs", o.min_runs, "minimum timed runs per rung")
+      ->check(CLI::Range(1, INT_MAX))
+      ->capture_default_str();
   sub->add_option("--min-ms", o.min_ms, "minimum timed GPU milliseconds per rung")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

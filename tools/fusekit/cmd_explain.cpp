@@ -206,9 +206,9 @@ void add_explain_command(CLI::App& app, Commands& commands) {
 
   auto linear = std::make_shared<LinearArgs>();
   auto* lin = explain->add_subcommand("linear", "Y = gelu(X·Wᵀ + b): unfused vs cuBLASLt epilogue");
-  lin->add_option("--m", linear->m, "rows of X and Y")->capture_default_str();
-  lin->add_option("--n", linear->n, "columns of Y (rows of W)")->capture_default_str();
-  lin->add_option("--k", linear->k, "the reduced dimension")->capture_default_str();
+  lin->add_option("--m", linear->m, "rows of X and Y")->check(extent_range())->capture_default_str();
+  lin->add_option("--n", linear->n, "columns of Y (rows of W)")->check(extent_range())->capture_default_str();
+  lin->add_option("--k", linear->k, "the reduced dimension")->check(extent_range())->capture_default_str();
   add_explain_options(lin, linear->common);
   commands.push_back({lin, [linear] {
                         const DType dtype = parse_dtype(linear->common.dtype, "--dtype");
@@ -220,11 +220,11 @@ void add_explain_command(CLI::App& app, Commands& commands) {
 
   auto attention = std::make_shared<AttentionArgs>();
   auto* att = explain->add_subcommand("attention", "O = softmax(Q·Kᵀ/√D)·V: unfused vs flash");
-  att->add_option("--batch", attention->batch, "batch size")->capture_default_str();
-  att->add_option("--heads", attention->heads, "attention heads")->capture_default_str();
+  att->add_option("--batch", attention->batch, "batch size")->check(extent_range())->capture_default_str();
+  att->add_option("--heads", attention->heads, "attention heads")->check(extent_range())->capture_default_str();
   att->add_option("--seq", attention->seq, "query sequence length")->capture_default_str();
   att->add_option("--seq-k", attention->seq_k, "key/value sequence length (default: --seq)");
-  att->add_option("--head-dim", attention->head_dim, "head dimension D")->capture_default_str();
+  att->add_option("--head-dim", attention->head_dim, "head dimension D")->check(extent_range())->capture_default_str();
   att->add_flag("--causal", attention->causal, "causal mask (half the scores computed)");
   add_explain_options(att, attention->common);
   commands.push_back(
@@ -248,8 +248,8 @@ void add_explain_command(CLI::App& app, Commands& commands) {
     auto* sub = explain->add_subcommand(
         std::string(model::row_op_name(op)),
         fmt::format("{}: eager chain vs fused kernel", model::row_op_maths(op)));
-    sub->add_option("--rows", row->rows, "rows of X and Y")->capture_default_str();
-    sub->add_option("--cols", row->cols, "row length")->capture_default_str();
+    sub->add_option("--rows", row->rows, "rows of X and Y")->check(extent_range())->capture_default_str();
+    sub->add_option("--cols", row->cols, "row length")->check(extent_range())->capture_default_str();
     add_explain_options(sub, row->common);
     commands.push_back({sub, [row, op] {
                           const DType dtype = parse_dtype(row->common.dtype, "--dtype");

@@ -91,8 +91,8 @@ void add_verify_row_op(CLI::App* verify, Commands& commands, model::RowOp op) {
   const std::string name(model::row_op_name(op));
   auto* sub = verify->add_subcommand(
       name, fmt::format("{}: the eager chain against the fused kernel", model::row_op_maths(op)));
-  sub->add_option("--rows", args->rows, "rows of X and Y")->capture_default_str();
-  sub->add_option("--cols", args->cols, "row length")->capture_default_str();
+  sub->add_option("--rows", args->rows, "rows of X and Y")->check(extent_range())->capture_default_str();
+  sub->add_option("--cols", args->cols, "row length")->check(extent_range())->capture_default_str();
   sub->add_option("--dtype", args->dtype, "bf16, f16 or f32")->capture_default_str();
   add_verify_options(sub, args->common);
   commands.push_back({sub, [args, op, name] {
@@ -213,9 +213,10 @@ void add_verify_command(CLI::App& app, Commands& commands) {
         name, residual ? "Y = gelu(X·Wᵀ + b) + R: every rung of the residual ladder"
                        : "Y = gelu(X·Wᵀ + b): every rung of the linear ladder");
     const bench::LinearShape seed_shape = bench::kLinearShapes[0];
-    sub->add_option("--m", args->m, fmt::format("rows of X and Y (default {})", seed_shape.m));
-    sub->add_option("--n", args->n, fmt::format("columns of Y (default {})", seed_shape.n));
-    sub->add_option("--k", args->k, fmt::format("the reduced dimension (default {})", seed_shape.k));
+    sub->add_option("--m", args->m, fmt::format("rows of X and Y (default {})", seed_shape.m))->check(extent_range());
+    sub->add_option("--n", args->n, fmt::format("columns of Y (default {})", seed_shape.n))->check(extent_range());
+    sub->add_option("--k", args->k, fmt::format("the reduced dimension (default {})", seed_shape.k))
+        ->check(extent_range());
     sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
     add_verify_options(sub, args->common);
     commands.push_back({sub, [args, seed_shape, chain, residual, name] {

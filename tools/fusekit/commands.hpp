@@ -23,6 +23,11 @@ struct Command {
 };
 using Commands = std::vector<Command>;
 
+// Every extent the CLI takes (rows, columns, M, N, K, batch, heads, S, D): 1 … 2^30, so that a
+// product of two, in bytes, stays inside the traffic model's 64-bit integers.
+inline constexpr std::int64_t kMaxExtent = std::int64_t{1} << 30;
+inline CLI::Validator extent_range() { return CLI::Range(std::int64_t{1}, kMaxExtent); }
+
 // Prints why `what` needs a GPU and returns kExitNoDevice.
 int no_device(const std::string& what);
 

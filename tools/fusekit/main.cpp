@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
   } catch (const fusekit::Error& e) {
     fmt::print(stderr, "fusekit: {}\n", e.what());
     return e.kind() == fusekit::ErrorKind::NoDevice ? kExitNoDevice : kExitError;
+  } catch (const std::exception& e) {  // e.g. the traffic model's std::invalid_argument: never a crash
+    fmt::print(stderr, "fusekit: error: {}\n", e.what());
+    return kExitError;
   }
   return kExitError;
 }

@@ -25,8 +25,8 @@ void add_row_bench(CLI::App& bench, Commands& commands, const std::string& name,
                    int tensors, RowLadderMaker make) {
   auto args = std::make_shared<RowBenchArgs>();
   auto* sub = bench.add_subcommand(name, help);
-  sub->add_option("--rows", args->rows, "rows")->capture_default_str();
-  sub->add_option("--cols", args->cols, "row length")->capture_default_str();
+  sub->add_option("--rows", args->rows, "rows")->check(extent_range())->capture_default_str();
+  sub->add_option("--cols", args->cols, "row length")->check(extent_range())->capture_default_str();
   sub->add_option("--dtype", args->dtype, "bf16, f16 or f32")->capture_default_str();
   sub->add_flag("--sweep", args->sweep, "row lengths 512 … 262144, rows = 2^27 / length (ignores --rows, --cols)");
   add_common_bench_options(sub, args->common);
