@@ -10,8 +10,10 @@
 namespace fusekit::testing {
 
 // ‖got − want‖₂ / ‖want‖₂ (‖got − want‖₂ when want is all zeros); any NaN or ±Inf in `got`
-// gives +Inf, so an unwritten (poisoned) element can never pass.
+// gives +Inf, so an unwritten (poisoned) element can never pass, and so does a length other
+// than want's (a result cut short is not a match).
 inline double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return INFINITY;
   double diff = 0, ref = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (!std::isfinite(got[i])) return INFINITY;
