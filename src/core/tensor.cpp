@@ -175,8 +175,9 @@ void disjoint(std::string_view arg, const TensorView& t, std::string_view other_
               const TensorView& other, InPlace in_place) {
   if (t.empty() || other.empty()) return;
   bool same_view = t.data == other.data && t.dtype == other.dtype && t.rank == other.rank;
+  // A dimension of extent 1 never moves an address: its stride is not part of the view.
   for (int d = 0; same_view && d < t.rank; ++d)
-    same_view = t.shape[d] == other.shape[d] && t.strides[d] == other.strides[d];
+    same_view = t.shape[d] == other.shape[d] && (t.shape[d] <= 1 || t.strides[d] == other.strides[d]);
   if (in_place == InPlace::Allowed && same_view) return;
   const ByteRange range = byte_range(t), other_range = byte_range(other);
   const bool apart = range.end <= other_range.begin || other_range.end <= range.begin;
@@ -210,6 +211,7 @@ void on_current_device(std::string_view arg, const void* data) {
 
 void structure(std::string_view arg, const TensorView& t) {
   not_null(arg, t);
+  require(t.element_size() != 0, fmt::format("{} dtype", arg), "a DType", static_cast<int>(t.dtype));
   // Every access, scalar ones included, is of whole elements.
   const auto addr = reinterpret_cast<std::uintptr_t>(t.data);
   require(addr % t.element_size() == 0, fmt::format("{} address", arg),

@@ -33,7 +33,8 @@ void check_matrix(std::string_view arg, const TensorView& t, const TensorView& l
 enum class Stat : std::uint8_t { Optional, Required };
 
 void check_stats(std::string_view arg, const TensorView& t, const TensorView& like, Stat need) {
-  require(need == Stat::Optional || !t.empty(), arg, "f32 [rows] (this op reads or writes it)", "empty");
+  require(need == Stat::Optional || !t.empty() || like.shape[0] == 0, arg, "f32 [rows] (this op reads or writes it)",
+          "empty");
   rows::check_row_stats(arg, t, like.shape[0]);
 }
 

@@ -66,7 +66,8 @@ rows::RowShape validate(const NormForwardJob& job) {
     require(job.scale->numel() == 1, "scale elements", 1, job.scale->numel());
   }
   if (job.quant == QuantScale::PerRow) {
-    require(!job.scale->empty(), "scale", "f32 [rows] for PerRow (written: one scale per row)", "empty");
+    require(!job.scale->empty() || shape.rows == 0, "scale", "f32 [rows] for PerRow (written: one scale per row)",
+            "empty");
     rows::check_row_stats("scale", *job.scale, shape.rows);
   }
   if (job.amax && !job.amax->empty()) {

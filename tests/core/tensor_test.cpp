@@ -76,6 +76,33 @@ TEST(TensorChecks, RejectsAnAddressBetweenElements) {
   EXPECT_NO_THROW(check::structure("q", TensorView::contiguous(base + 1, DType::E4M3, {4})));
 }
 
+TEST(TensorChecks, RejectsAnUnknownDtypeByName) {
+  auto t = TensorView::contiguous(fake_pointer(), DType::F32, {4});
+  t.dtype = static_cast<DType>(77);
+  try {
+    check::structure("x", t);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x dtype: expected a DType, got 77"), std::string::npos) << e.what();
+  }
+}
+
+// Views overlap by the bytes they reach: identical views pass where in place is allowed (a
+// dimension of extent 1 whatever its stride), shifted ones never, empty ones always.
+TEST(TensorChecks, DisjointAllowsOnlyIdenticalViewsInPlace) {
+  using check::InPlace;
+  char* const base = static_cast<char*>(fake_pointer());
+  const auto x = TensorView::matrix(base, DType::BF16, 1, 4, 4);
+  auto x_ld = TensorView::matrix(base, DType::BF16, 1, 4, 8);  // one row: its stride moves nothing
+  EXPECT_NO_THROW(check::disjoint("y", x_ld, "x", x, InPlace::Allowed));
+  EXPECT_THROW(check::disjoint("y", x_ld, "x", x, InPlace::Forbidden), Error);
+  EXPECT_THROW(check::disjoint("y", TensorView::matrix(base + 2, DType::BF16, 1, 4, 4), "x", x, InPlace::Allowed), Error);
+  EXPECT_NO_THROW(check::disjoint("y", TensorView::matrix(base + 8, DType::BF16, 1, 4, 4), "x", x, InPlace::Forbidden));
+  EXPECT_NO_THROW(check::disjoint("y", TensorView::matrix(base, DType::BF16, 0, 4, 4), "x", x, InPlace::Forbidden));
+  auto reversed = TensorView::matrix(base + 8, DType::BF16, 2, 4, -4);  // rows at base + 8 and base
+  EXPECT_THROW(check::disjoint("y", reversed, "x", x, InPlace::Forbidden), Error);
+}
+
 TEST(DType, ParseAcceptsAliasesAndNamesBadInput) {
   EXPECT_EQ(parse_dtype("bf16"), DType::BF16);
   EXPECT_EQ(parse_dtype("fp16"), DType::F16);

@@ -100,6 +100,16 @@ TEST(NormArgs, PerRowQuantizeNeedsItsScaleOutput) {
   expect_error([&] { norm_quantize_forward(q); }, "scale: expected f32 [rows] for PerRow");
 }
 
+// No rows: no scale to write, so an empty one is accepted (the device checks come next).
+TEST(NormArgs, PerRowQuantizeOfNoRowsTakesAnEmptyScale) {
+  NormQuantizeArgs q;
+  q.norm = valid_norm();
+  q.norm.x = TensorView::contiguous(kFake, DType::BF16, {0, 64});
+  q.norm.y = TensorView::contiguous(testing::fake_address(1), DType::E4M3, {0, 64});
+  q.scale_mode = Fp8ScaleMode::PerRow;
+  expect_error([&] { norm_quantize_forward(q); }, "x pointer");
+}
+
 TEST(NormArgs, RejectsOverlapsThatWouldCorruptRows) {
   using testing::fake_address;
   // An e4m3 y over x: its row i lands on x's row i/2, which another CTA may not have read yet.
