@@ -30,6 +30,13 @@ void check_cuda(int status, std::string_view what) {
   if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
     throw Error(ErrorKind::NoDevice, fmt::format("{}: {}", what, cudaGetErrorString(err)));
   }
+  // A GPU the build has no machine code for (no PTX is embedded): say which it has.
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+    throw Error(ErrorKind::Unsupported,
+                fmt::format("{}: no fusekit machine code for this GPU ({}); this build has {} "
+                            "(FUSEKIT_CUDA_GENCODE)",
+                            what, cudaGetErrorName(err), FUSEKIT_BUILT_ARCHS));
+  }
   throw Error(ErrorKind::Cuda,
               fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
