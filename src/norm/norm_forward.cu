@@ -400,6 +400,39 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   const device::Access access =
       rows::access_for(kChunkElements, shape.n, {&a.x, &a.y, &a.weight, &a.bias, &residual, &residual_out});
   const device::Residence residence = residence_of(job, access, shape.n);
+  // Plain bf16 LayerNorm rows of 7–8 whole slices (sliced_rows) on norm_quantize_persistent_kernel's
+  // sliced clusters, y stored as bf16.
+  // NOTE: measured on the H200 (session 35, 2^27 elements): 3481 → 3686 GB/s at 57344 columns,
+  // 3518 → 3730 at 65536 against rows read twice; at 40960 and 49152 the slices lost 2.7 % and
+  // 1.5 % (3716 → 3614, 3680 → 3622), so those stay read twice.
+  constexpr std::int64_t kPlainSlicesMinColumns = 57344;
+  if constexpr (std::is_same_v<T, Out> && std::is_same_v<T, __nv_bfloat16>) {
+    if (job.quant == QuantScale::None && job.residual == nullptr && access == device::Access::Vector &&
+        shape.n >= kPlainSlicesMinColumns && sliced_rows(job, shape.n) &&
+        current_device_info().cc_major >= rows::kClusterMinMajor &&
+        shape.rows < device::kPersistentEightMaxRows) {
+      p.layout = eight_chunk_layout(job, shape.n);
+      const EightForm form = eight_form(job, p.layout);
+      if (rows::whole_slices(p.layout, shape.n) &&
+          persistent_quantize<T>(job, p.layout, form.affine, form.buffers, device::kMaxSplitCtas, form.budget())) {
+        using device::AffineFormat, device::RowBuffers, device::Access;
+        using Eight = device::QuantizingRows8;
+        const auto go_slices = [&](auto ctas) {
+          const auto kernel =
+              device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native, RowBuffers::One,
+                                                      device::kNativeEightRegisters, decltype(ctas)::value,
+                                                      device::NormForms::Any, T>;
+          rows::launch_persistent(kernel, p.layout, shape.rows, p, stream, "norm_quantize_persistent_kernel",
+                                  persistent_quantize_bytes<T>(a, p.layout, form.affine, form.buffers));
+        };
+        switch (p.layout.cluster) {
+          case 7: return go_slices(std::integral_constant<int, 7>{});
+          case 8: return go_slices(std::integral_constant<int, 8>{});
+          default: require(false, "x row slices", "7 or 8 CTAs of a cluster", p.layout.cluster);
+        }
+      }
+    }
+  }
   // NOTE: measured on the H200 (docs/performance.md, bf16): the persistent staged kernel ran RMSNorm
   // at 3.57–3.77 TB/s at 16384–32768 columns against 3.17 for a CTA per row, but add+RMSNorm and
   // LayerNorm slower (2.9 against 3.3: each row waits on its residual's loads, one row per CTA at

@@ -131,6 +131,23 @@ TEST_P(NormForwardGpu, StagedRowsLoopOverManyRows) {
   }
 }
 
+// bf16 LayerNorm rows of 57344 and 65536 columns run on clusters of four-warp CTAs, a row per CTA
+// at a time and one row buffer each (norm_quantize_persistent_kernel with y stored as bf16; 40960
+// and 49152 are read twice): more rows than the GPU holds clusters, so every CTA takes several,
+// around zero and far off it.
+TEST_P(NormForwardGpu, SlicedRowsLoopOverManyRows) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  for (const Shape& s : {Shape{151, 40960, 40960}, Shape{281, 49152, 49152}, Shape{271, 57344, 57344},
+                         Shape{201, 65536, 65536}}) {
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n);
+    check_norm_forward(kind, dt, s, {-3.0f, 3.0f}, true, seed);
+    check_norm_forward(kind, dt, s, {100.0f, 104.0f}, false, seed + 7);
+  }
+}
+
 // LayerNorm's one-pass sums Σh and Σh² lose bits when mean² ≫ variance: a near-constant row far
 // off zero (its first element differing) must take the second, centred reduction, and a row whose
 // first element lies 1000× the spread of the rest out (mean² ≪ variance: one pass) must not lose

@@ -206,8 +206,9 @@ struct QuantizeRowSchedule {
 // One quantizing row, `row` (live: row < rows), of which this thread holds `slot`'s chunks `h`
 // (chunks past the row read as 0, so they add nothing to Σh and Σh²); `allreduce(site, v, op)`
 // reduces v over the row's threads at call site `site` (0 … 3).
-template <class T, class Config, Access kAccess, QuantizeRowSchedule kSchedule = QuantizeRowSchedule{}, class Affine,
-          class AllReduce>
+// Out = T: the row's y stored as T, unquantized (no max |y|, no scale).
+template <class T, class Config, Access kAccess, QuantizeRowSchedule kSchedule = QuantizeRowSchedule{},
+          class Out = __nv_fp8_e4m3, class Affine, class AllReduce>
 __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, std::int64_t row, bool live,
                                                   const RowSlot& slot, const RowTile<T, Config>& h,
                                                   const Affine& affine, AllReduce&& allreduce) {
@@ -217,6 +218,8 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   static_assert(kAccess != Access::Scalar, "whole chunks: a chunk is in its row or past it");
   const int n = live ? p.n : 0;
   const bool leader = live && slot.t == 0 && slot.begin == 0;
+  constexpr bool kQuantizes = std::is_same_v<Out, __nv_fp8_e4m3>;
+  static_assert(kQuantizes || std::is_same_v<Out, T>, "e4m3, or y as T");
 
   float v[kChunks][kE];
 #pragma unroll
@@ -287,7 +290,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   static_assert(kLoadsAhead == 1 || kLoadsAhead == 2, "a chain on the last chunk's y or the one before");
   static_assert(kAmaxChains == 1 || kAmaxChains == 2, "one or two partial maxima");
   // NOTE: one chain of maxima is kChunks · kE dependent FMNMX per thread and row.
-  float partial_amax[kAmaxChains] = {};
+  [[maybe_unused]] float partial_amax[kAmaxChains] = {};
   const auto affine_all = [&](auto terms) {
     using Terms = decltype(terms);
     float chain = 0.0f, chain_before = 0.0f;  // the last chunk's y, the one before's
@@ -320,8 +323,10 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
       }
       chain_before = chain;
       chain = v[i][kE - 1];
+      if constexpr (kQuantizes)
 #pragma unroll
-      for (int e = 0; e < kE; ++e) partial_amax[e % kAmaxChains] = fmaxf(partial_amax[e % kAmaxChains], fabsf(v[i][e]));
+        for (int e = 0; e < kE; ++e)
+          partial_amax[e % kAmaxChains] = fmaxf(partial_amax[e % kAmaxChains], fabsf(v[i][e]));
     }
   };
   // NOTE: AffineForm::Folded reads no kCentred: the shift carries the mean.
@@ -332,15 +337,17 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
     if (p.bias != nullptr) affine_all(AffineTerms<false, true, true>{});
     else affine_all(AffineTerms<false, false, true>{});
   }
-  float amax = partial_amax[0];
+  float inv_scale = 1.0f;
+  if constexpr (kQuantizes) {
+    float amax = partial_amax[0];
 #pragma unroll
-  for (int j = 1; j < kAmaxChains; ++j) amax = fmaxf(amax, partial_amax[j]);
+    for (int j = 1; j < kAmaxChains; ++j) amax = fmaxf(amax, partial_amax[j]);
+    if (p.quant == QuantScale::PerRow || p.amax != nullptr)
+      amax = allreduce(std::integral_constant<int, 3>{}, amax, AmaxOp{});
+    inv_scale = quantize_factor(p, amax, leader, row);
+  }
 
-  if (p.quant == QuantScale::PerRow || p.amax != nullptr)
-    amax = allreduce(std::integral_constant<int, 3>{}, amax, AmaxOp{});
-  const float inv_scale = quantize_factor(p, amax, leader, row);
-
-  auto* out = p.y.row<__nv_fp8_e4m3>(row, p.rows_per_batch);
+  auto* out = p.y.row<Out>(row, p.rows_per_batch);
   // kWalks: the stores walk the row too (a 64-bit add per chunk, where the column's shift, sign
   // extension and 64-bit add took five instructions; SASS sm_90a).
   auto* walk = out + Tile::column(slot, 0);
@@ -350,11 +357,12 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
     if constexpr (Affine::kWalks)
       if (i > 0) walk += slot.threads * kE;
     if (!chunk_in_row<kAccess>(c, n)) continue;
+    if constexpr (kQuantizes)
 #pragma unroll
-    for (int e = 0; e < kE; ++e) v[i][e] *= inv_scale;
-    const auto q = pack_floats<__nv_fp8_e4m3, kE>(v[i]);
-    if constexpr (Affine::kWalks) store_pack<__nv_fp8_e4m3, kE, Access::Whole>(walk, 0, n, q);
-    else store_pack<__nv_fp8_e4m3, kE, kAccess>(out, c, n, q);
+      for (int e = 0; e < kE; ++e) v[i][e] *= inv_scale;
+    const auto q = pack_floats<Out, kE>(v[i]);
+    if constexpr (Affine::kWalks) store_pack<Out, kE, Access::Whole>(walk, 0, n, q);
+    else store_pack<Out, kE, kAccess>(out, c, n, q);
   }
 }
 
@@ -551,10 +559,11 @@ inline constexpr std::int64_t kPersistentEightMaxRows = std::int64_t{1} << 31;
 
 template <class T, class Config, Access kAccess, AffineFormat kAffine, RowBuffers kRowBuffers,
           int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>, int kSplitCtas = 1,
-          NormForms kForms = NormForms::Any>
+          NormForms kForms = NormForms::Any, class Out = __nv_fp8_e4m3>
 __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     const NormForwardParams p) {
   static_assert(kForms == NormForms::Any || kAccess == Access::Whole, "packed RMSNorm rows: whole chunks");
+  static_assert(kForms == NormForms::Any || std::is_same_v<Out, __nv_fp8_e4m3>, "packed RMSNorm rows: e4m3");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   using Smem = PersistentQuantizeSmem<T>;
@@ -693,7 +702,7 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       return reduced;
     };
     if constexpr (kForms == NormForms::RmsNormUnbiased) rms_quantize_packed_row<T, Config>(p, row, slot, h, affine, allreduce);
-    else norm_quantize_row<T, Config, kAccess, kSchedule>(p, row, true, slot, h, affine, allreduce);
+    else norm_quantize_row<T, Config, kAccess, kSchedule, Out>(p, row, true, slot, h, affine, allreduce);
   }
 #endif
 }
