@@ -3,7 +3,9 @@
 // with N/2 a multiple of their gate block).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "bench/harness.hpp"
 #include "fusekit/buffer.hpp"
@@ -132,7 +134,8 @@ TEST_P(FusedGemmPortable, EveryNodeMatchesReference) {
       EpilogueSpec{}.bias().swiglu(kSm90GateBlock).residual(),
       EpilogueSpec{}.column_scale().geglu(256).store_aux().row_scale(),
   };
-  const Shape plain_shapes[] = {{256, 256, 64}, {333, 520, 200}, {1000, 136, 72}, {7, 8, 8}};
+  // 2100×2056×328: 17×17 tiles, more than one wave of CTAs; 6 k-tiles, the 3-stage pipeline wraps.
+  const Shape plain_shapes[] = {{256, 256, 64}, {333, 520, 200}, {1000, 136, 72}, {7, 8, 8}, {2100, 2056, 328}};
   const Shape gated_small_shapes[] = {{256, 256, 64}, {333, 384, 200}, {129, 128, 8}};
   const Shape gated_large_shapes[] = {{256, 512, 64}, {333, 1536, 200}, {129, 512, 8}};  // 2·256 divides N
   int i = 0;
@@ -163,6 +166,119 @@ TEST_P(FusedGemmPortable, EdgeChunksAndNarrowGateBlocksMatchReference) {
   check_chain(handle, gated, GetParam(), {129, 256, 8, 0}, GemmBackend::Portable, seed + 48);
 }
 
+// The e4m3 value just below and just above v: a result computed in float on the GPU and in
+// double on the host may round to either neighbour of the reference's code when it lies near a
+// tie, and to nothing farther (saturation at ±448 included).
+double e4m3_step(double v) {
+  constexpr double kMinNormal = 1.0 / 64, kSubnormalStep = 1.0 / 512, kMantissaSteps = 8;
+  const double a = std::abs(v);
+  if (a < kMinNormal) return kSubnormalStep;
+  return std::exp2(std::floor(std::log2(a))) / kMantissaSteps;
+}
+
+// A chain ending in quantize_e4m3: D = e4m3(chain(A·Bᵀ)·quant_scale) in rows of `ld` bytes and
+// amax = max |chain(A·Bᵀ)| over the matrix, on `backend`. quant_scale makes the largest
+// outputs saturate at 448, so the saturating conversion is checked too. Every element of D
+// must be the reference's code or a neighbour of it (no bound over the whole matrix, which a
+// few wrong elements could pass); rows past M must not reach amax, which holds to the GELU's
+// hardware tanh on 16-bit inputs (tanh.approx, about 2^-11: kAmaxTolerance).
+// Operands: Random, or NegativeProducts (A in [-1, -1/2], B in [w/4, w/2]: every product
+// negative, about -1.4 at K = 8, so that after bias → relu the rows past M, whose staged products
+// are 0, would hold the largest values if they reached amax).
+enum class Operands : std::uint8_t { Random, NegativeProducts };
+
+void check_quantized_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DType dt, Shape s, std::int64_t ld,
+                           GemmBackend backend, std::uint64_t seed, Operands operands = Operands::Random) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " chain " << spec.to_string() << " " << dtype_name(dt)
+                                    << " M=" << s.m << " N=" << s.n << " K=" << s.k << " ld " << ld);
+  const std::int64_t n_out = epilogue_output_columns(spec, s.n);
+  DeviceTensor a(dt, {s.m, s.k}), b(dt, {s.n, s.k}), d_rows(DType::E4M3, {s.m, ld}), bias(dt, {s.n});
+  // The residual's rows padded to 16 bytes, as the portable kernel reads them (N odd included).
+  constexpr std::int64_t kRowChunk = 8;
+  const std::int64_t res_ld = (n_out + kRowChunk - 1) / kRowChunk * kRowChunk;
+  DeviceTensor res_rows(dt, {s.m, res_ld}), rs(DType::F32, {s.m}), scale(DType::F32, {1}), amax(DType::F32, {1});
+  const TensorView res = TensorView::matrix(res_rows.data(), dt, s.m, n_out, res_ld);
+  const float w = std::sqrt(3.0f / static_cast<float>(s.k));
+  const bool negative = operands == Operands::NegativeProducts;
+  fill_uniform(a, seed, -1, negative ? -0.5f : 1.0f);
+  fill_uniform(b, seed + 1, negative ? w / 4 : -w, negative ? w / 2 : w);
+  fill_uniform(bias, seed + 2, -2, 2);
+  fill_uniform(res_rows, seed + 3, -1, 1);
+  fill_uniform(rs, seed + 4, 0.25f, 2.0f);
+  poison(d_rows);
+  reference::GemmProblem p;
+  p.a = to_matrix(a);
+  p.b = to_matrix(b);
+  p.trans_b = Transpose::Yes;
+  reference::EpilogueInputs in;
+  in.bias = download(bias);
+  in.residual = to_matrix(res);
+  in.row_scale = download(rs);
+  const Matrix acc = reference::gemm(p).d;
+  // quant_scale from the reference's amax: |x| above 3/4 of it saturates.
+  EpilogueSpec unscaled = spec;
+  unscaled.nodes.pop_back();
+  const auto before = reference::apply_epilogue(unscaled, acc, in);
+  double want_amax = 0;
+  for (double v : before.out.data) want_amax = std::max(want_amax, std::abs(v));
+  ASSERT_GT(want_amax, 0.0);
+  in.quant_scale = static_cast<float>(448.0 / (0.75 * want_amax));
+  upload(std::vector<double>{in.quant_scale}, scale);
+  upload(std::vector<double>{0.0}, amax);
+
+  const TensorView d = TensorView::matrix(d_rows.data(), DType::E4M3, s.m, n_out, ld);
+  FusedGemmArgs g{a, b, d, spec, {}};
+  if (spec.uses(EpilogueOp::ColumnBias)) g.tensors.bias = bias;
+  if (spec.uses(EpilogueOp::Residual)) g.tensors.residual = res;
+  if (spec.uses(EpilogueOp::RowScale)) g.tensors.row_scale = rs;
+  g.tensors.quant_scale = static_cast<const float*>(scale.data());
+  g.tensors.amax = static_cast<float*>(amax.data());
+  EXPECT_EQ(fused_gemm(handle, g, backend).backend, backend == GemmBackend::Auto ? GemmBackend::Portable : backend);
+
+  const auto want = reference::apply_epilogue(spec, acc, in);
+  const auto got = download(d);
+  ASSERT_EQ(got.size(), want.out.data.size());
+  std::int64_t off = 0, saturated = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double v = want.out.data[i];
+    off += !(std::abs(got[i] - v) <= e4m3_step(v));  // NaN counts as off
+    saturated += std::abs(v) == 448.0;
+  }
+  EXPECT_EQ(off, 0) << "elements farther than one e4m3 step from the reference";
+  EXPECT_GT(saturated, 0) << "no output reached the saturation the scale was chosen for";
+  constexpr double kAmaxTolerance = 1e-3;
+  EXPECT_NEAR(download(amax)[0], want_amax, kAmaxTolerance * want_amax) << "amax";
+  expect_padding_untouched(d_rows, n_out, ld - n_out, "D");
+}
+
+// D in e4m3 after a final quantize_e4m3 node, with its amax, on the portable kernel (which Auto
+// picks: cuBLASLt and the Hopper kernel have no such chain): whole chunks and the right edge
+// (N, or N/2 gated, not a multiple of 8), rows past the last tile's M, gate blocks of 64 and 128.
+TEST_P(FusedGemmPortable, QuantizedChainsMatchReference) {
+  FUSEKIT_REQUIRE_GPU();
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  const DType dt = GetParam();
+  const EpilogueSpec plain[] = {EpilogueSpec{}.quantize_e4m3(), EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3(),
+                                EpilogueSpec{}.row_scale().residual().quantize_e4m3()};
+  struct Case {
+    Shape shape;
+    std::int64_t ld;  // D's row stride in bytes: a multiple of 8 (one chunk of e4m3 outputs)
+  };
+  const Case plain_cases[] = {{{333, 520, 200}, 520}, {{130, 131, 40}, 136}, {{7, 8, 8}, 8}};
+  int i = 0;
+  for (const auto& spec : plain)
+    for (const auto& c : plain_cases)
+      check_quantized_chain(handle, spec, dt, c.shape, c.ld, GemmBackend::Portable, seed + 16 * i++);
+  check_quantized_chain(handle, EpilogueSpec{}.bias().swiglu(64).quantize_e4m3(), dt, {333, 384, 200}, 192,
+                        GemmBackend::Portable, seed + 16 * i++);
+  check_quantized_chain(handle, EpilogueSpec{}.swiglu(kSm90GateBlock).quantize_e4m3(), dt, {129, 512, 72}, 256,
+                        GemmBackend::Auto, seed + 16 * i++);
+  // 126 rows past M in the last row of tiles, each relu(bias) up to 2 against about 1 inside.
+  check_quantized_chain(handle, EpilogueSpec{}.bias().relu().quantize_e4m3(), dt, {130, 136, 8}, 136,
+                        GemmBackend::Portable, seed + 16 * i++, Operands::NegativeProducts);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmPortable, ::testing::Values(DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
@@ -175,7 +291,11 @@ TEST_P(FusedGemmSm90, EveryCompiledChainMatchesReference) {
   const auto seed = testing::fresh_seed();
   const EpilogueSpec chains[] = {EpilogueSpec{}, EpilogueSpec{}.bias().gelu_tanh(),
                                  EpilogueSpec{}.bias().gelu_tanh().residual()};
-  const Shape shapes[] = {{256, 512, 128}, {333, 520, 200}, {1000, 136, 72}, {7, 8, 8}};
+  // 2100×2056×328: 17×9 tiles of 128×256 (17×17 of 128×128), more than the 132 SMs, so the
+  // persistent scheduler hands CTAs a second tile; 6 k-blocks wrap the 4-stage pipeline. Rows
+  // padded by 8 elements (16 bytes, TMA's alignment): D's and R's strides are their own.
+  const Shape shapes[] = {{256, 512, 128}, {333, 520, 200}, {1000, 136, 72}, {7, 8, 8}, {2100, 2056, 328},
+                          {333, 520, 200, 8}};
   int i = 0;
   for (auto schedule : {Sm90Schedule::Cooperative, Sm90Schedule::Pingpong})
     for (const auto& spec : chains)
@@ -191,7 +311,9 @@ TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
   if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
   FusedGemmHandle handle;
   const auto seed = testing::fresh_seed();
-  const Shape shapes[] = {{256, 512, 128}, {333, 768, 200}, {1000, 2304, 72}, {7, 256, 8}};
+  // 1100×4608×328: 9×18 tiles (a second tile for some CTAs), 6 k-blocks; and padded D rows.
+  const Shape shapes[] = {{256, 512, 128}, {333, 768, 200}, {1000, 2304, 72}, {7, 256, 8}, {1100, 4608, 328},
+                          {333, 768, 200, 8}};
   int i = 0;
   for (const auto& s : shapes)
     check_chain(handle, EpilogueSpec{}.swiglu(kSm90GateBlock), GetParam(), s, GemmBackend::Sm90, seed + 8 * i++,
@@ -199,6 +321,25 @@ TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmSm90, ::testing::Values(DType::BF16, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// fused_gemm's cuBLASLt route: each chain it maps onto a cuBLASLt epilogue, run through
+// fused_gemm and checked like the other backends (odd shapes, padded D rows).
+class FusedGemmCublasLt : public ::testing::TestWithParam<DType> {};
+
+TEST_P(FusedGemmCublasLt, EveryMappedChainMatchesReference) {
+  FUSEKIT_REQUIRE_GPU();
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  const EpilogueSpec chains[] = {EpilogueSpec{},           EpilogueSpec{}.relu(),      EpilogueSpec{}.bias(),
+                                 EpilogueSpec{}.bias().relu(), EpilogueSpec{}.gelu_tanh(), EpilogueSpec{}.bias().gelu_tanh()};
+  const Shape shapes[] = {{333, 520, 200}, {1000, 136, 72, 8}, {7, 8, 8}};
+  int i = 0;
+  for (const auto& spec : chains)
+    for (const auto& s : shapes) check_chain(handle, spec, GetParam(), s, GemmBackend::CublasLt, seed + 8 * i++);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmCublasLt, ::testing::Values(DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Only swiglu(kSm90GateBlock) on the Cooperative schedule is compiled; Auto runs it there (faster
@@ -249,16 +390,16 @@ TEST(FusedGemm, AutoPicksCublasLtWhenItHasTheChainAndHopperOtherwise) {
   const auto r = plan_fused_gemm(g);
   EXPECT_EQ(r.backend, GemmBackend::Portable);
   EXPECT_NE(r.reason.find("bias → silu → residual"), std::string::npos) << r.reason;
-  // What no backend can run is refused with every reason.
-  float* scale = static_cast<float*>(bias.data());
-  g.epilogue = EpilogueSpec{}.quantize_e4m3();
-  g.tensors.quant_scale = scale;
+  // What no backend can run is refused with every reason: nine nodes, one more than the
+  // portable kernel's chains hold.
+  g.epilogue = EpilogueSpec{};
+  for (int node = 0; node < 9; ++node) g.epilogue.scale(0.5f);
   try {
     plan_fused_gemm(g);
     FAIL() << "expected Unsupported";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("no fp8 output"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("chains of at most 8 nodes"), std::string::npos) << e.what();
   }
 }
 

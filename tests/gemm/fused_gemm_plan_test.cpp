@@ -76,6 +76,20 @@ TEST(FusedGemmPlan, Sm90RefusesExtentsPast32Bits) {
   expect_error([&] { plan_fused_gemm(g, GemmBackend::Sm90); }, "M, N and K as 32-bit integers", ErrorKind::Unsupported);
 }
 
+// A chain ending in quantize_e4m3 stores D in e4m3, 8 outputs (8 bytes) at a time: rows of any
+// multiple of 8 bytes are taken, others refused with the reason.
+TEST(FusedGemmPlan, PortableTakesAnE4m3OutputInRowsOfEightBytes) {
+  constexpr std::int64_t kCols = 131;
+  FusedGemmArgs g;
+  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
+  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kCols, kK, kK);
+  g.d = TensorView::matrix(fake_pointer(), DType::E4M3, kM, kCols, 136);
+  g.epilogue = EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3();
+  EXPECT_EQ(plan_fused_gemm(g).backend, GemmBackend::Portable);
+  g.d = TensorView::matrix(fake_pointer(), DType::E4M3, kM, kCols, 132);
+  expect_error([&] { plan_fused_gemm(g); }, "D's rows aligned to 8 bytes", ErrorKind::Unsupported);
+}
+
 // fused_gemm's argument checks, which run before any device access: each bad argument named.
 TEST(FusedGemmArgs, RejectsEachBadArgumentByName) {
   using testing::fake_address;

@@ -155,6 +155,15 @@ __device__ inline void apply_node(const Chain& c, const ChainNode& node, float (
   }
 }
 
+// *address = max(*address, the warp's values): one atomic per warp, every lane taking part.
+// NOTE: non-negative floats order like their bit patterns, so an integer atomicMax is a float max.
+__device__ inline void chain_amax(float* address, float value) {
+#pragma unroll
+  for (int mask = kWarpThreads / 2; mask > 0; mask /= 2)
+    value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, mask));
+  if (threadIdx.x % kWarpThreads == 0) atomicMax(reinterpret_cast<int*>(address), __float_as_int(value));
+}
+
 // A gated node on a block: v = act(v) ⊙ up, act = SiLU (SwiGlu) or GELU (GeGlu).
 template <class T, int kE, int kVec>
 __device__ __forceinline__ void apply_gate(const ChainNode& node, float (&v)[kVec][kE], const float (&up)[kVec][kE]) {

@@ -9,7 +9,8 @@
 // Epilogue: the chain's uniform prefix runs on the accumulators in registers; then the tile is
 // staged through a skewed fp32 shared-memory tile, at the (i, j) CuTe's partition of the tile
 // gives each accumulator, and the position-dependent rest runs from there on blocks of 16-byte
-// chunks (epilogue/chain_block.cuh) before coalesced 16-byte stores.
+// chunks (epilogue/chain_block.cuh) before coalesced 16-byte stores (8-byte stores of e4m3 after
+// a final quantize node, whose amax takes one atomic per warp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -73,13 +74,29 @@ using StageLayout = decltype(cute::composition(
     cute::make_layout(cute::make_shape(cute::Int<kRows>{}, cute::Int<kBlockK>{}, cute::Int<kStages>{}),
                       cute::make_stride(cute::Int<kBlockK>{}, cute::_1{}, cute::Int<kStageElems>{}))));
 
+// D's element type: the inputs' T, or e4m3 when the chain ends with quantize_e4m3.
+enum class Output : std::uint8_t { Same, E4M3 };
+
 struct Params {
   const void* a; std::int64_t lda;
   const void* b; std::int64_t ldb;
-  void* d; std::int64_t ldd;
+  void* d; std::int64_t ldd;  // ldd in D's elements
   int m, n, k;
   Chain chain;
+  Output output;
 };
+
+// The chain's nodes that run before D's store: all but a final quantize_e4m3, which the store
+// applies itself (to the chunks inside the matrix only, so that no row past M enters amax).
+__device__ __forceinline__ int nodes_before_store(const Params& p) {
+  return p.output == Output::E4M3 ? p.chain.count - 1 : p.chain.count;
+}
+
+// q = e4m3(x · quant_scale), amax = max|x|: D's element at `at` from x.
+__device__ __forceinline__ void store_quantized(__nv_fp8_e4m3* at, float x, float scale, float& amax) {
+  amax = fmaxf(amax, fabsf(x));
+  *at = float_to_e4m3(x * scale);
+}
 
 // Which columns of A·Bᵀ (rows of B) a block tile computes. Ungated, or gated with a block
 // dividing kHalfN: the kBlockN columns from n0, their pairs inside the tile. Gated with a block
@@ -216,7 +233,7 @@ __device__ __forceinline__ void load_tile_chunk(const float* at, float (&v)[kE])
 // instructions per output; on blocks, 7 % at ~13 (ncu, sessions 9 and 10; 331 → 428 TFLOP/s).
 template <class T, ChainShape kShape>
 __device__ __forceinline__ void store_full_chunks(const Params& p, const float* tile, int m0, const TileColumns& cols,
-                                                  int r0, int c0, int j0) {
+                                                  int r0, int c0, int j0, float& amax) {
   using Share = EpilogueChunks<T, kShape>;
   constexpr int kE = Share::kE, kBlock = Share::kBlock;
   constexpr bool kGated = kShape == ChainShape::Gated;
@@ -226,7 +243,7 @@ __device__ __forceinline__ void store_full_chunks(const Params& p, const float* 
     cg = 2 * (c0 / cols.block) * cols.block + c0 % cols.block;
     cu = cg + cols.block;
   }
-  float amax = 0.0f;  // unused: the portable kernel takes no quantize node
+  const int last = nodes_before_store(p);
 #pragma unroll 1
   for (int i0 = 0; i0 < Share::kRows; i0 += kBlock) {
     float v[kBlock][kE], up[kBlock][kE];  // up: gated only
@@ -250,13 +267,28 @@ __device__ __forceinline__ void store_full_chunks(const Params& p, const float* 
       }
       apply_gate<T>(c.nodes[c.gate], v, up);
     }
-    for (int k = kGated ? c.gate + 1 : c.uniform_prefix; k < c.count; ++k)
+    for (int k = kGated ? c.gate + 1 : c.uniform_prefix; k < last; ++k)
       apply_node<T, kE, kBlock>(c, c.nodes[k], v, out, GlobalOperands<T, kE, kBlock>{c, out}, amax);
+    if (p.output == Output::E4M3) {
+      const float scale = *c.quant_scale;
 #pragma unroll
-    for (int b = 0; b < kBlock; ++b)
-      if (out.live[b])
-        *reinterpret_cast<uint4*>(static_cast<T*>(p.d) + std::int64_t{out.row[b]} * p.ldd + j0) =
-            pack_floats<T, kE>(v[b]).word;
+      for (int b = 0; b < kBlock; ++b) {
+        if (!out.live[b]) continue;
+#pragma unroll
+        for (int e = 0; e < kE; ++e) {
+          amax = fmaxf(amax, fabsf(v[b][e]));
+          v[b][e] *= scale;
+        }
+        *reinterpret_cast<uint2*>(static_cast<__nv_fp8_e4m3*>(p.d) + std::int64_t{out.row[b]} * p.ldd + j0) =
+            pack_floats<__nv_fp8_e4m3, kE>(v[b]).word;
+      }
+    } else {
+#pragma unroll
+      for (int b = 0; b < kBlock; ++b)
+        if (out.live[b])
+          *reinterpret_cast<uint4*>(static_cast<T*>(p.d) + std::int64_t{out.row[b]} * p.ldd + j0) =
+              pack_floats<T, kE>(v[b]).word;
+    }
   }
 }
 
@@ -264,17 +296,18 @@ __device__ __forceinline__ void store_full_chunks(const Params& p, const float* 
 // chunk): value by value, only the columns inside the matrix.
 template <class T, ChainShape kShape>
 __device__ __forceinline__ void store_edge_chunks(const Params& p, const float* tile, int m0, const TileColumns& cols,
-                                               int r0, int c0, int j0) {
+                                               int r0, int c0, int j0, float& amax) {
   using Share = EpilogueChunks<T, kShape>;
   constexpr int kE = Share::kE;
   const Chain& c = p.chain;
   const int n_out = kShape == ChainShape::Gated ? p.n / 2 : p.n;
   const int valid = min(n_out - j0, kE);
+  const int last = nodes_before_store(p);
   for (int i = 0; i < Share::kRows; ++i) {
     const int r = r0 + i * Share::kRowStep;
     const std::int64_t gi = m0 + r;
     if (gi >= p.m) break;
-    T* dst = static_cast<T*>(p.d) + gi * p.ldd + j0;
+    const std::int64_t at = gi * p.ldd + j0;
     for (int e = 0; e < valid; ++e) {
       float x;
       if constexpr (kShape == ChainShape::Gated) {
@@ -283,11 +316,12 @@ __device__ __forceinline__ void store_edge_chunks(const Params& p, const float* 
         const int cg = 2 * kb * cols.block + rr, cu = cg + cols.block;
         const float g = apply_range(c, c.uniform_prefix, c.gate, tile[r * kEpilogueLd + cg], 0.0f, gi, cols.global(cg));
         const float u = apply_range(c, c.uniform_prefix, c.gate, tile[r * kEpilogueLd + cu], 0.0f, gi, cols.global(cu));
-        x = apply_range(c, c.gate, c.count, g, u, gi, j0 + e);
+        x = apply_range(c, c.gate, last, g, u, gi, j0 + e);
       } else {
-        x = apply_range(c, c.uniform_prefix, c.count, tile[r * kEpilogueLd + c0 + e], 0.0f, gi, j0 + e);
+        x = apply_range(c, c.uniform_prefix, last, tile[r * kEpilogueLd + c0 + e], 0.0f, gi, j0 + e);
       }
-      dst[e] = Float<T>::store(x);
+      if (p.output == Output::E4M3) store_quantized(static_cast<__nv_fp8_e4m3*>(p.d) + at + e, x, *c.quant_scale, amax);
+      else static_cast<T*>(p.d)[at + e] = Float<T>::store(x);
     }
   }
 }
@@ -295,16 +329,16 @@ __device__ __forceinline__ void store_edge_chunks(const Params& p, const float* 
 // The staged tile out through the chain's position-dependent rest.
 template <class T, ChainShape kShape>
 __device__ __forceinline__ void store_tile(const Params& p, const float* tile, int m0, int tn,
-                                           const TileColumns& cols) {
+                                           const TileColumns& cols, float& amax) {
   using Share = EpilogueChunks<T, kShape>;
   const int c0 = static_cast<int>(threadIdx.x % Share::kPerRow) * Share::kE;
   const int r0 = static_cast<int>(threadIdx.x / Share::kPerRow);
   const int j0 = tn * Share::kOutCols + c0;
   const int n_out = kShape == ChainShape::Gated ? p.n / 2 : p.n;
   if (j0 + Share::kE <= n_out && (kShape == ChainShape::Plain || cols.block >= Share::kE))
-    store_full_chunks<T, kShape>(p, tile, m0, cols, r0, c0, j0);
+    store_full_chunks<T, kShape>(p, tile, m0, cols, r0, c0, j0, amax);
   else if (j0 < n_out)
-    store_edge_chunks<T, kShape>(p, tile, m0, cols, r0, c0, j0);
+    store_edge_chunks<T, kShape>(p, tile, m0, cols, r0, c0, j0, amax);
 }
 
 template <class T>
@@ -403,8 +437,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   __syncthreads();
 
   // Position-dependent rest, then 16-byte stores.
-  if (p.chain.gate < p.chain.count) store_tile<T, ChainShape::Gated>(p, tile, m0, tn, cols);
-  else store_tile<T, ChainShape::Plain>(p, tile, m0, tn, cols);
+  float amax = 0.0f;  // max|x| before a final quantize node, over this thread's outputs
+  if (p.chain.gate < p.chain.count) store_tile<T, ChainShape::Gated>(p, tile, m0, tn, cols, amax);
+  else store_tile<T, ChainShape::Plain>(p, tile, m0, tn, cols, amax);
+  if (p.output == Output::E4M3 && p.chain.amax != nullptr) chain_amax(p.chain.amax, amax);
 }
 
 }  // namespace fusekit::device::portable

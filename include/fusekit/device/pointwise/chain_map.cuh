@@ -84,14 +84,6 @@ __device__ __forceinline__ void apply_compiled(CompiledChain<kOps...>, const Poi
   (apply_op<kOps, T, kE, kVec>(p.chain, p.chain.nodes[k++], v, at, operands, amax), ...);
 }
 
-// NOTE: non-negative floats order like their bit patterns, so an integer atomicMax is a float max.
-__device__ inline void chain_amax(float* address, float value) {
-#pragma unroll
-  for (int mask = kWarpThreads / 2; mask > 0; mask /= 2)
-    value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, mask));
-  if (threadIdx.x % kWarpThreads == 0) atomicMax(reinterpret_cast<int*>(address), __float_as_int(value));
-}
-
 // Where output chunk `index` (row-major over rows × chunks_per_row) reads x: a gated node pairs
 // output column j with gate column gate_col and up column up_col (blocks alternate gate, up).
 struct ChunkPosition {
