@@ -6,9 +6,10 @@
 // A −∞ input or a masked entry gives 0, and a row with every entry masked or −∞ is all 0 (no NaN).
 // Tensors are [rows, n] or [batch, rows, n] (the causal mask then applies per batch), unit
 // innermost stride, any row and batch stride, f32/f16/bf16 (x and y alike), math in f32. Rows of
-// 1 … 262144 elements (f32: 131072) on sm_90, where thread-block clusters split long rows
-// (32768 / 16384 on sm_80), for rows of whole 16-byte aligned vectors; a quarter of that for
-// other rows (odd lengths or strides), which take element-by-element kernels.
+// 1 … 262144 elements (f32 too) on sm_90, where thread-block clusters split long rows (32768 /
+// 16384 on sm_80), for rows of whole 16-byte aligned vectors; other rows (odd lengths or
+// strides), which take element-by-element kernels, 65536 (16-bit) / 32768 (f32) on sm_90 and a
+// quarter of the vector rows' on sm_80.
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
