@@ -150,8 +150,10 @@ constexpr ColumnRange kRmsNormFp8EightLong{18432, 32768};
 // 3127 → 3751 at 26624 / 28672 / 32768.
 constexpr ColumnRange kLayerNormFp8Native{12288, 32768}, kRmsNormFp8Native{26624, 32768};
 // Where they take one row buffer per group (device::RowBuffers::One): LayerNorm rows whose bf16
-// weight and bias and two rows do not fit (16-warp groups at 32768).
-constexpr ColumnRange kLayerNormFp8OneBuffer{26624, 32768};
+// weight and bias and two rows do not fit a CTA's shared memory (224 KB at 28672, 256 KB at
+// 32768). NOTE: measured on the H200 (session 36, run 2, bf16, GB/s): two buffers at 26624 (208 KB)
+// 3393 / 3416 → 3460 / 3459 (+1.6 %).
+constexpr ColumnRange kLayerNormFp8OneBuffer{28672, 32768};
 
 // Where eight chunks per thread run at device::kEightDenseRegisters (five warps per scheduler, not
 // four): where that adds a row group per SM and it ran faster.

@@ -493,7 +493,7 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // and 32768 and RMSNorm's of 26624 and 32768 keep the weight and bias as bf16 in shared memory
 // (AffineFormat::Native; WarpCombine::Butterfly past eight warps, and at odd counts, which pad
 // with the op's identity: LayerNorm's seven warps at 14336, eleven at 22528, thirteen at 26624),
-// LayerNorm's of 26624–32768 with one row buffer per group (RowBuffers::One); bf16 LayerNorm
+// LayerNorm's of 28672–32768 with one row buffer per group (RowBuffers::One); bf16 LayerNorm
 // rows of 36864 columns and RMSNorm's of 36864 and 40960 on one CTA of 18 and 20 warps (one row
 // buffer); LayerNorm's of 40960–65536 columns split over clusters of five to eight CTAs of four
 // warps (slices, one row buffer each), LayerNorm's of 45056 and 61440 and RMSNorm's of 65536 over
