@@ -275,6 +275,21 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
           },
           [s](cudaStream_t st) { poison(s->y, st); },
           [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+    // The same maths written 1·acc first, which only the scale-bias-activation kernel has: what
+    // its run-time parameters and broadcasts cost against the chain's own kernel.
+    EpilogueSpec generic;
+    generic.scale(1.0f).nodes.insert(generic.nodes.end(), chain.nodes.begin(), chain.nodes.end());
+    ladder.rungs.push_back(Rung{
+        "hopper_sba", "Level 2: the CUTLASS scale-bias-activation kernel (the chain as 1·acc first: run-time α, "
+                      "activation and bounds, absent scales read as 1)",
+        [s, generic](cudaStream_t st) {
+          FusedGemmArgs g{s->x, s->w, s->y, generic, {}};
+          g.tensors.bias = s->bias;
+          if (generic.uses(EpilogueOp::Residual)) g.tensors.residual = s->residual;
+          fused_gemm(s->fused, g, GemmBackend::Sm90, st);
+        },
+        [s](cudaStream_t st) { poison(s->y, st); },
+        [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
   }
   return ladder;
 }

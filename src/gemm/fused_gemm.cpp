@@ -116,13 +116,15 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
   const bool hopper = device_count() > 0 && current_device_info().cc_major == 9;
   const bool aligned = tma_aligned(g.a) && tma_aligned(g.b) && tma_aligned(g.d) && tma_aligned(g.tensors.bias) &&
                        tma_aligned(g.tensors.residual);
+  // NOTE: what the request itself rules out first (extents, chain, schedule), then the device.
   auto sm90_blocker = [&]() -> std::string {
     if (g.a.shape[0] > INT32_MAX || g.b.shape[0] > INT32_MAX || g.a.shape[1] > INT32_MAX)
       return "the Hopper kernel takes M, N and K as 32-bit integers";
-    if (!hopper) return "the Hopper kernel needs an sm_90 GPU";
     if (!chain) return fmt::format("no Hopper kernel is compiled for the chain {}", g.epilogue.to_string());
+    if (auto why = sm90::schedule_blocker(*chain, g.schedule); !why.empty()) return std::string(why);
+    if (!hopper) return "the Hopper kernel needs an sm_90 GPU";
     if (!aligned) return "the Hopper kernel's TMA needs 16-byte aligned pointers and row strides";
-    return std::string(sm90::schedule_blocker(*chain, g.schedule));
+    return {};
   };
   switch (requested) {
     case GemmBackend::CublasLt:
@@ -175,10 +177,19 @@ FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, Gemm
     return report;
   }
   const sm90::Chain chain = *sm90::match_chain(g.epilogue);
-  const sm90::Problem p{s.m, s.n, s.k, g.a.dtype,
-                        g.a.data, g.a.strides[0], g.b.data, g.b.strides[0], g.d.data, g.d.strides[0],
-                        g.tensors.bias.data, g.tensors.residual.data,
-                        g.tensors.residual.empty() ? g.d.strides[0] : g.tensors.residual.strides[0]};
+  sm90::Problem p{s.m, s.n, s.k, g.a.dtype,
+                  g.a.data, g.a.strides[0], g.b.data, g.b.strides[0], g.d.data, g.d.strides[0],
+                  g.tensors.bias.data, g.tensors.residual.data,
+                  g.tensors.residual.empty() ? g.d.strides[0] : g.tensors.residual.strides[0]};
+  if (sm90::is_scale_bias_act(chain)) {
+    // NOTE: this kernel reads each operand it is given (an absent one is null): tensors bound in
+    // g.tensors but not named by the chain must not reach it.
+    const auto used = [&](EpilogueOp op, const TensorView& t) { return g.epilogue.uses(op) ? t.data : nullptr; };
+    p.act = *sm90::scale_bias_act_params(g.epilogue);
+    p.bias = used(EpilogueOp::ColumnBias, g.tensors.bias);
+    p.row_scale = static_cast<const float*>(used(EpilogueOp::RowScale, g.tensors.row_scale));
+    p.col_scale = static_cast<const float*>(used(EpilogueOp::ColumnScale, g.tensors.col_scale));
+  }
   const Sm90Schedule schedule = g.schedule == Sm90Schedule::Auto ? Sm90Schedule::Cooperative : g.schedule;
   const std::size_t need = sm90::workspace_bytes(chain, schedule, p);
   if (h.workspace.bytes() < need) h.workspace = DeviceBuffer(need);

@@ -320,6 +320,29 @@ TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
                 Sm90Schedule::Cooperative);
 }
 
+// The scale-bias-activation kernels: each step of their form (α, row and column scales, bias,
+// each activation, the clamp, R), with and without R, on odd, padded and multi-tile shapes. Row
+// and column scales are distinct per row and column, so a mis-indexed broadcast cannot pass.
+TEST_P(FusedGemmSm90, ScaleBiasActChainsMatchReference) {
+  FUSEKIT_REQUIRE_GPU();
+  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  const EpilogueSpec chains[] = {
+      EpilogueSpec{}.bias().silu(),
+      EpilogueSpec{}.bias().residual(),
+      EpilogueSpec{}.residual(),
+      EpilogueSpec{}.scale(0.5f).row_scale().column_scale().bias().gelu_erf().clamp(-0.5f, 2.0f).residual(),
+      EpilogueSpec{}.row_scale().relu().clamp(0.0f, 1.5f),
+      EpilogueSpec{}.column_scale().gelu_tanh(),
+  };
+  const Shape shapes[] = {{333, 520, 200}, {7, 8, 8}, {2100, 2056, 328}, {333, 520, 200, 8}};
+  int i = 0;
+  for (const auto& spec : chains)
+    for (const auto& s : shapes)
+      check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, Sm90Schedule::Cooperative);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmSm90, ::testing::Values(DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
@@ -386,10 +409,15 @@ TEST(FusedGemm, AutoPicksCublasLtWhenItHasTheChainAndHopperOtherwise) {
   } else {
     EXPECT_THROW(plan_fused_gemm(g), Error);
   }
+  // A chain cuBLASLt lacks, of the scale-bias-activation form: the Hopper kernel where there is one.
   g.epilogue = EpilogueSpec{}.bias().silu().residual();
   const auto r = plan_fused_gemm(g);
-  EXPECT_EQ(r.backend, GemmBackend::Portable);
+  EXPECT_EQ(r.backend, hopper ? GemmBackend::Sm90 : GemmBackend::Portable);
   EXPECT_NE(r.reason.find("bias → silu → residual"), std::string::npos) << r.reason;
+  g.epilogue = EpilogueSpec{}.bias().store_aux().silu();
+  g.tensors.aux = d;
+  EXPECT_EQ(plan_fused_gemm(g).backend, GemmBackend::Portable) << "an aux store: no Hopper kernel";
+  g.tensors.aux = {};
   // What no backend can run is refused with every reason: nine nodes, one more than the
   // portable kernel's chains hold.
   g.epilogue = EpilogueSpec{};

@@ -2,7 +2,7 @@
 // The Hopper GEMM of fusekit's Level 2: CUTLASS 3's TMA warp-specialized cooperative mainloop
 // (two consumer warpgroups on a 128×256 tile, a producer warp issuing TMA, a persistent tile
 // scheduler) with the epilogue written as an epilogue visitor tree (EVT) from fusekit's chain.
-// Device types only; src/gemm/sm90_cutlass_gemm.cu instantiates them.
+// Device types only; src/gemm/sm90_cutlass_gemm_*.cu instantiate them.
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
@@ -14,7 +14,9 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
+#include "fusekit/device/gemm/scale_bias_act_params.hpp"
 #include "fusekit/device/gemm/sm90_gated_epilogue.cuh"
+#include "fusekit/device/pointwise/activation.cuh"
 #include "fusekit/fused_gemm.hpp"
 
 namespace fusekit::device::sm90 {
@@ -75,6 +77,68 @@ using BiasGeluResidualEvt = fusion::Sm90EVT<
     fusion::Sm90EVT<fusion::Sm90Compute<cutlass::epilogue::thread::GELU_taylor, Compute, Compute, kRound>,
                     AccPlusBias<Element, TileShape>>,
     fusion::Sm90SrcFetch<Element>>;
+
+// A per-row scale r[i] (f32) is a column vector broadcast along the columns; a per-column scale
+// c[j] (f32) a row vector broadcast down the rows. Absent (null), each reads as 1.
+template <class TileShape>
+using RowScale = fusion::Sm90ColBroadcast<0, TileShape, float, Compute, Stride<_1, _0, int64_t>>;
+template <class TileShape>
+using ColumnScale = fusion::Sm90RowBroadcast<0, TileShape, float, Compute, Stride<_0, _1, int64_t>>;
+
+// y = clamp(act(α·acc·r[i]·c[j] + b[j]), lo, hi), with α, act, lo and hi at run time
+// (ScaleBiasActParams), as a CUTLASS compute functor of the accumulator, r, c and b.
+// NOTE: the Cooperative epilogue runs between a tile's mainloop and the next, so its instructions
+// add to every tile: the activation is chosen once per fragment, not per value (chain.cuh's
+// reason), and a chain without scales or clamp skips their instructions (six per value). The
+// clamp is written with comparisons, so that a NaN passes as NaN (fminf/fmaxf would return a
+// bound).
+template <class T>
+struct ScaleBiasAct {
+  using Arguments = ScaleBiasActParams;  // Sm90Compute reads the arguments' type here
+};
+template <int N>
+struct ScaleBiasAct<cutlass::Array<float, N>> {
+  using Arguments = ScaleBiasActParams;
+  using Fragment = cutlass::Array<float, N>;
+  CUTLASS_DEVICE Fragment operator()(Fragment const& acc, Fragment const& row_scale, Fragment const& col_scale,
+                                     Fragment const& bias, Arguments const& p) const {
+    Fragment y;
+    if (p.scaled) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < N; ++v) y[v] = fmaf(p.alpha * acc[v], row_scale[v] * col_scale[v], bias[v]);
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < N; ++v) y[v] = acc[v] + bias[v];
+    }
+    const auto each = [&](auto act) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < N; ++v) y[v] = act(y[v]);
+    };
+    switch (p.activation) {
+      case Activation::Identity: break;
+      case Activation::Relu: each([](float x) { return fmaxf(x, 0.0f); }); break;
+      case Activation::GeluTanh: each([](float x) { return gelu_tanh_fast(x); }); break;
+      case Activation::GeluErf: each([](float x) { return gelu_erf(x); }); break;
+      case Activation::Silu: each([](float x) { return silu_fast(x); }); break;
+    }
+    if (!isinf(p.lo) || !isinf(p.hi)) each([&](float x) { return x < p.lo ? p.lo : (x > p.hi ? p.hi : x); });
+    return y;
+  }
+};
+
+// y = clamp(act(α·acc·r[i]·c[j] + b[j]), lo, hi), converted to Out
+template <class Element, class TileShape, class Out>
+using ScaleBiasActTree = fusion::Sm90EVT<fusion::Sm90Compute<ScaleBiasAct, Out, Compute, kRound>,
+                                         fusion::Sm90AccFetch, RowScale<TileShape>, ColumnScale<TileShape>,
+                                         ColumnBias<Element, TileShape>>;
+template <class Element, class TileShape>
+using ScaleBiasActEvt = ScaleBiasActTree<Element, TileShape, Element>;
+
+// y = clamp(act(α·acc·r[i]·c[j] + b[j]), lo, hi) + R, R read through the epilogue's source (C)
+template <class Element, class TileShape>
+using ScaleBiasActResidualEvt =
+    fusion::Sm90EVT<fusion::Sm90Compute<cutlass::plus, Element, Compute, kRound>,
+                    ScaleBiasActTree<Element, TileShape, Compute>, fusion::Sm90SrcFetch<Element>>;
 
 // The epilogue's subtile. A Cooperative kernel that reads a source (the residual) takes subtiles
 // of 128×64, so that the builder's 4 source stages hold the whole 128×256 tile and its loads run
