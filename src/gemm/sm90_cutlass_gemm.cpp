@@ -67,6 +67,7 @@ std::optional<Chain> match_chain(const EpilogueSpec& spec) {
   if (spec == EpilogueSpec{}.bias().gelu_tanh()) return Chain::BiasGelu;
   if (spec == EpilogueSpec{}.bias().gelu_tanh().residual()) return Chain::BiasGeluResidual;
   if (spec == EpilogueSpec{}.swiglu(kSm90GateBlock)) return Chain::SwiGlu;
+  if (spec == EpilogueSpec{}.geglu(kSm90GateBlock)) return Chain::GeGlu;
   if (scale_bias_act_params(spec))
     return spec.uses(EpilogueOp::Residual) ? Chain::ScaleBiasActResidual : Chain::ScaleBiasAct;
   return std::nullopt;
@@ -74,7 +75,7 @@ std::optional<Chain> match_chain(const EpilogueSpec& spec) {
 
 std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule) {
   if (schedule != Sm90Schedule::Pingpong) return {};
-  if (chain == Chain::SwiGlu) return kGatedScheduleOnly;
+  if (chain == Chain::SwiGlu || chain == Chain::GeGlu) return kGatedScheduleOnly;
   if (is_scale_bias_act(chain)) return kScaleBiasActScheduleOnly;
   return {};
 }

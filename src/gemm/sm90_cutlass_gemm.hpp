@@ -21,6 +21,7 @@ enum class Chain : std::uint8_t {
   BiasGelu,              // D = gelu_tanh(acc + bias)
   BiasGeluResidual,      // D = gelu_tanh(acc + bias) + R
   SwiGlu,                // D[i,j] = silu(acc[i,gate(j)]) · acc[i,up(j)], gate block kSm90GateBlock
+  GeGlu,                 // D[i,j] = gelu_tanh(acc[i,gate(j)]) · acc[i,up(j)], gate block kSm90GateBlock
   // Every other chain of the form [scale | row_scale | column_scale]… [bias] [relu | gelu_tanh |
   // gelu_erf | silu] [clamp] [residual] (device/gemm/scale_bias_act_params.hpp):
   ScaleBiasAct,          // D = clamp(act(α·acc·r[i]·c[j] + b[j]), lo, hi)

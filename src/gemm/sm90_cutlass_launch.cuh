@@ -134,10 +134,13 @@ auto dispatch(Chain chain, DType dtype, F&& f) {
       case Chain::BiasGeluResidual:
         return f.template operator()<BiasGeluResidualKernel<Element, kSchedule>, Element>();
       case Chain::SwiGlu:
-        if constexpr (kSchedule == Sm90Schedule::Cooperative)
-          return f.template operator()<GatedKernel<Element>, Element>();
-        else
+      case Chain::GeGlu:
+        if constexpr (kSchedule == Sm90Schedule::Cooperative) {
+          if (chain == Chain::GeGlu) return f.template operator()<GatedKernel<Element, GeGluPair>, Element>();
+          return f.template operator()<GatedKernel<Element, SwiGluPair>, Element>();
+        } else {
           throw Error(ErrorKind::Unsupported, std::string(kGatedScheduleOnly));
+        }
       case Chain::ScaleBiasAct:
       case Chain::ScaleBiasActResidual: break;  // dispatch_scale_bias_act's, in their own file
     }

@@ -303,9 +303,9 @@ TEST_P(FusedGemmSm90, EveryCompiledChainMatchesReference) {
         check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, schedule);
 }
 
-// The gated kernel: gate and up are the two halves of each 256-column mainloop tile. B is dense
-// random, so every column of A·Bᵀ differs and a wrong pairing (or a wrong output tile) cannot
-// pass. Odd M and K; N from one tile (256) to nine (2304), N/2 the output's columns.
+// The gated kernels (SwiGLU, GeGLU): gate and up are the two halves of each 256-column mainloop
+// tile. B is dense random, so every column of A·Bᵀ differs and a wrong pairing (or a wrong output
+// tile) cannot pass. Odd M and K; N from one tile (256) to nine (2304), N/2 the output's columns.
 TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
   FUSEKIT_REQUIRE_GPU();
   if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
@@ -315,9 +315,9 @@ TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
   const Shape shapes[] = {{256, 512, 128}, {333, 768, 200}, {1000, 2304, 72}, {7, 256, 8}, {1100, 4608, 328},
                           {333, 768, 200, 8}};
   int i = 0;
-  for (const auto& s : shapes)
-    check_chain(handle, EpilogueSpec{}.swiglu(kSm90GateBlock), GetParam(), s, GemmBackend::Sm90, seed + 8 * i++,
-                Sm90Schedule::Cooperative);
+  for (const auto& spec : {EpilogueSpec{}.swiglu(kSm90GateBlock), EpilogueSpec{}.geglu(kSm90GateBlock)})
+    for (const auto& s : shapes)
+      check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, Sm90Schedule::Cooperative);
 }
 
 // The scale-bias-activation kernels: each step of their form (α, row and column scales, bias,
@@ -354,8 +354,14 @@ TEST_P(FusedGemmCublasLt, EveryMappedChainMatchesReference) {
   FUSEKIT_REQUIRE_GPU();
   FusedGemmHandle handle;
   const auto seed = testing::fresh_seed();
-  const EpilogueSpec chains[] = {EpilogueSpec{},           EpilogueSpec{}.relu(),      EpilogueSpec{}.bias(),
-                                 EpilogueSpec{}.bias().relu(), EpilogueSpec{}.gelu_tanh(), EpilogueSpec{}.bias().gelu_tanh()};
+  const EpilogueSpec chains[] = {EpilogueSpec{},
+                                 EpilogueSpec{}.relu(),
+                                 EpilogueSpec{}.bias(),
+                                 EpilogueSpec{}.bias().relu(),
+                                 EpilogueSpec{}.gelu_tanh(),
+                                 EpilogueSpec{}.bias().gelu_tanh(),
+                                 EpilogueSpec{}.store_aux().gelu_tanh(),  // GELU_AUX: aux = the pre-activation
+                                 EpilogueSpec{}.bias().store_aux().gelu_tanh()};
   const Shape shapes[] = {{333, 520, 200}, {1000, 136, 72, 8}, {7, 8, 8}};
   int i = 0;
   for (const auto& spec : chains)

@@ -106,6 +106,23 @@ TEST(FusedGemmPlan, Sm90TakesTheScaleBiasActivationFormOnItsSchedule) {
   EXPECT_NE(refusal(EpilogueSpec{}.silu().bias(), Sm90Schedule::Auto).find("no Hopper kernel is compiled"), npos);
 }
 
+// The GELU pre-activation store is cuBLASLt's GELU_AUX_BIAS, which takes aux rows of a multiple
+// of 8 elements: other rows are refused for it, naming why.
+TEST(FusedGemmPlan, CublasLtStoresTheGeluPreactivationInRowsOfEightElements) {
+  FusedGemmArgs g;
+  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
+  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
+  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN);
+  g.epilogue = EpilogueSpec{}.bias().store_aux().gelu_tanh();
+  g.tensors.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {kN});
+  g.tensors.aux = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN + 8);
+  EXPECT_EQ(plan_fused_gemm(g, GemmBackend::CublasLt).backend, GemmBackend::CublasLt);
+  EXPECT_EQ(plan_fused_gemm(g).backend, GemmBackend::CublasLt);
+  g.tensors.aux = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN + 4);
+  expect_error([&] { plan_fused_gemm(g, GemmBackend::CublasLt); }, "aux rows of a multiple of 8 elements",
+               ErrorKind::Unsupported);
+}
+
 // A chain ending in quantize_e4m3 stores D in e4m3, 8 outputs (8 bytes) at a time: rows of any
 // multiple of 8 bytes are taken, others refused with the reason.
 TEST(FusedGemmPlan, PortableTakesAnE4m3OutputInRowsOfEightBytes) {

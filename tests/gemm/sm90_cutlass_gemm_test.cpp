@@ -1,4 +1,4 @@
-// Which Hopper kernel runs which epilogue chain (no device): the four chains compiled for
+// Which Hopper kernel runs which epilogue chain (no device): the five chains compiled for
 // themselves, the scale-bias-activation kernels for every chain of their form with the run-time
 // parameters the chain names, and nothing for chains outside it.
 #include <gtest/gtest.h>
@@ -17,6 +17,8 @@ TEST(Sm90Chains, TheLadderChainsKeepTheirOwnKernels) {
   EXPECT_EQ(match_chain(EpilogueSpec{}.bias().gelu_tanh()), Chain::BiasGelu);
   EXPECT_EQ(match_chain(EpilogueSpec{}.bias().gelu_tanh().residual()), Chain::BiasGeluResidual);
   EXPECT_EQ(match_chain(EpilogueSpec{}.swiglu(kSm90GateBlock)), Chain::SwiGlu);
+  EXPECT_EQ(match_chain(EpilogueSpec{}.geglu(kSm90GateBlock)), Chain::GeGlu);
+  EXPECT_EQ(schedule_blocker(Chain::GeGlu, Sm90Schedule::Pingpong), kGatedScheduleOnly);
 }
 
 // Each step of the form at most once, in order; the scales in any order among themselves.
@@ -73,6 +75,7 @@ TEST(Sm90Chains, ChainsOutsideTheFormHaveNoHopperKernel) {
       EpilogueSpec{}.bias().cast(DType::F16),         // a mid-chain rounding
       EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3(),
       EpilogueSpec{}.swiglu(64),                      // a gate block other than the kernel's
+      EpilogueSpec{}.geglu(256),
       EpilogueSpec{}.bias().swiglu(kSm90GateBlock),
   };
   for (const auto& spec : outside) {

@@ -177,10 +177,11 @@ struct Kernel {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 };
 
-// A gated GEMM D[M, N/2] = swiglu(A[M,K] · B[N,K]ᵀ) on the Cooperative schedule: the mainloop's
-// 128×256 tile holds 128 gate columns and the 128 up columns they pair with (B interleaved in
-// blocks of 128 rows), and the epilogue writes a 128×128 tile (sm90_gated_epilogue.cuh).
-template <class Element>
+// A gated GEMM D[M, N/2] = pair(A[M,K] · B[N,K]ᵀ) (Pair: SwiGluPair or GeGluPair) on the
+// Cooperative schedule: the mainloop's 128×256 tile holds 128 gate columns and the 128 up columns
+// they pair with (B interleaved in blocks of 128 rows), and the epilogue writes a 128×128 tile
+// (sm90_gated_epilogue.cuh).
+template <class Element, class Pair = SwiGluPair>
 struct GatedKernel {
   using Traits = ScheduleTraits<Sm90Schedule::Cooperative>;
   using TileShape = typename Traits::TileShape;
@@ -199,7 +200,7 @@ struct GatedKernel {
   using OutputTiledMma = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, Accumulator, OutputTile, GMMA::Major::K, GMMA::Major::K>(),
       Layout<Shape<_2, _1, _1>>{}));
-  using Epilogue = Sm90GatedEpilogue<OutputEpilogue, OutputTiledMma, SwiGluPair>;
+  using Epilogue = Sm90GatedEpilogue<OutputEpilogue, OutputTiledMma, Pair>;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlignment<Element>,
