@@ -201,6 +201,8 @@ FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, Gemm
     p.bias = used(EpilogueOp::ColumnBias, g.tensors.bias);
     p.row_scale = static_cast<const float*>(used(EpilogueOp::RowScale, g.tensors.row_scale));
     p.col_scale = static_cast<const float*>(used(EpilogueOp::ColumnScale, g.tensors.col_scale));
+    p.quant_scale = g.tensors.quant_scale;
+    p.amax = g.tensors.amax;
   }
   const Sm90Schedule schedule = g.schedule == Sm90Schedule::Auto ? Sm90Schedule::Cooperative : g.schedule;
   const std::size_t need = sm90::workspace_bytes(chain, schedule, p);

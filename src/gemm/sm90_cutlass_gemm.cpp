@@ -11,7 +11,7 @@ using device::sm90::Activation;
 using device::sm90::ScaleBiasActParams;
 
 // The scale-bias-activation form's steps, in the order its nodes must come.
-enum class Step : std::uint8_t { Scales, Bias, Activation, Clamp, Residual };
+enum class Step : std::uint8_t { Scales, Bias, Activation, Clamp, Residual, Quantize };
 
 std::optional<Step> step_of(EpilogueOp op) {
   switch (op) {
@@ -25,6 +25,7 @@ std::optional<Step> step_of(EpilogueOp op) {
     case EpilogueOp::Silu: return Step::Activation;
     case EpilogueOp::Clamp: return Step::Clamp;
     case EpilogueOp::Residual: return Step::Residual;
+    case EpilogueOp::QuantizeE4M3: return Step::Quantize;
     default: return std::nullopt;
   }
 }
@@ -68,8 +69,11 @@ std::optional<Chain> match_chain(const EpilogueSpec& spec) {
   if (spec == EpilogueSpec{}.bias().gelu_tanh().residual()) return Chain::BiasGeluResidual;
   if (spec == EpilogueSpec{}.swiglu(kSm90GateBlock)) return Chain::SwiGlu;
   if (spec == EpilogueSpec{}.geglu(kSm90GateBlock)) return Chain::GeGlu;
-  if (scale_bias_act_params(spec))
-    return spec.uses(EpilogueOp::Residual) ? Chain::ScaleBiasActResidual : Chain::ScaleBiasAct;
+  if (scale_bias_act_params(spec)) {
+    const bool residual = spec.uses(EpilogueOp::Residual);
+    if (spec.uses(EpilogueOp::QuantizeE4M3)) return residual ? Chain::ScaleBiasActResidualE4m3 : Chain::ScaleBiasActE4m3;
+    return residual ? Chain::ScaleBiasActResidual : Chain::ScaleBiasAct;
+  }
   return std::nullopt;
 }
 

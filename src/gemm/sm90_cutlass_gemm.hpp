@@ -23,9 +23,12 @@ enum class Chain : std::uint8_t {
   SwiGlu,                // D[i,j] = silu(acc[i,gate(j)]) · acc[i,up(j)], gate block kSm90GateBlock
   GeGlu,                 // D[i,j] = gelu_tanh(acc[i,gate(j)]) · acc[i,up(j)], gate block kSm90GateBlock
   // Every other chain of the form [scale | row_scale | column_scale]… [bias] [relu | gelu_tanh |
-  // gelu_erf | silu] [clamp] [residual] (device/gemm/scale_bias_act_params.hpp):
+  // gelu_erf | silu] [clamp] [residual] [quantize_e4m3] (device/gemm/scale_bias_act_params.hpp):
   ScaleBiasAct,          // D = clamp(act(α·acc·r[i]·c[j] + b[j]), lo, hi)
   ScaleBiasActResidual,  // D = clamp(act(α·acc·r[i]·c[j] + b[j]), lo, hi) + R
+  // The same with a final quantize_e4m3: D = e4m3(y·s) in rows of 16 bytes, amax = max |y|.
+  ScaleBiasActE4m3,
+  ScaleBiasActResidualE4m3,
 };
 
 inline constexpr std::string_view kGatedScheduleOnly =
@@ -55,6 +58,8 @@ struct Problem {
   const float* row_scale = nullptr;  // ScaleBiasAct*: [M], or null (1)
   const float* col_scale = nullptr;  // ScaleBiasAct*: [N], or null (1)
   device::sm90::ScaleBiasActParams act{};
+  const float* quant_scale = nullptr;  // ScaleBiasAct*E4m3: s, one float
+  float* amax = nullptr;               // ScaleBiasAct*E4m3: max |y|, atomically max-ed into; or null
 };
 
 // Bytes of device workspace `run` needs for this problem; schedule is Cooperative or Pingpong.
@@ -72,7 +77,8 @@ void run_scale_bias_act(Chain chain, const Problem& p, void* workspace, cudaStre
 
 // Whether `chain` runs on the scale-bias-activation kernels.
 constexpr bool is_scale_bias_act(Chain chain) {
-  return chain == Chain::ScaleBiasAct || chain == Chain::ScaleBiasActResidual;
+  return chain == Chain::ScaleBiasAct || chain == Chain::ScaleBiasActResidual || chain == Chain::ScaleBiasActE4m3 ||
+         chain == Chain::ScaleBiasActResidualE4m3;
 }
 
 }  // namespace fusekit::sm90

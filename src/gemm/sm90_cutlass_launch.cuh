@@ -26,6 +26,12 @@ template <class Element>
 using ScaleBiasActKernel = Kernel<Element, ScaleBiasActEvt, false, Sm90Schedule::Cooperative>;
 template <class Element>
 using ScaleBiasActResidualKernel = Kernel<Element, ScaleBiasActResidualEvt, true, Sm90Schedule::Cooperative>;
+template <class Element>
+using ScaleBiasActE4m3Kernel =
+    Kernel<Element, ScaleBiasActE4m3Evt, false, Sm90Schedule::Cooperative, cutlass::float_e4m3_t>;
+template <class Element>
+using ScaleBiasActResidualE4m3Kernel =
+    Kernel<Element, ScaleBiasActResidualE4m3Evt, true, Sm90Schedule::Cooperative, cutlass::float_e4m3_t>;
 static_assert(size<1>(GatedKernel<cutlass::bfloat16_t>::OutputTile{}) == kSm90GateBlock,
               "the public gate block is the gated kernel's output tile width");
 
@@ -75,6 +81,12 @@ typename K::Gemm::Arguments make_arguments(const Problem& p) {
   } else if constexpr (std::is_same_v<typename K::Evt, ScaleBiasActResidualEvt<Element, TileShape>>) {
     epilogue = {{scale_bias_act_args<Element, TileShape>(p), {}, {}}, static_cast<const Element*>(p.residual), sc,
                 static_cast<Element*>(p.d), sd};
+  } else if constexpr (std::is_same_v<typename K::Evt, ScaleBiasActE4m3Evt<Element, TileShape>>) {
+    epilogue = {{{scale_bias_act_args<Element, TileShape>(p), {p.amax}}, {{1.0f}, {p.quant_scale}}, {}},
+                nullptr, sc, static_cast<typename K::Output*>(p.d), sd};
+  } else if constexpr (std::is_same_v<typename K::Evt, ScaleBiasActResidualE4m3Evt<Element, TileShape>>) {
+    epilogue = {{{{scale_bias_act_args<Element, TileShape>(p), {}, {}}, {p.amax}}, {{1.0f}, {p.quant_scale}}, {}},
+                static_cast<const Element*>(p.residual), sc, static_cast<typename K::Output*>(p.d), sd};
   } else {
     static_assert(std::is_same_v<typename K::Evt, BiasGeluResidualEvt<Element, TileShape>>, "an EVT of this file");
     epilogue = {{{{{}, bias_args<Element, TileShape>(p), {}}, {}}, {}, {}},
@@ -142,7 +154,9 @@ auto dispatch(Chain chain, DType dtype, F&& f) {
           throw Error(ErrorKind::Unsupported, std::string(kGatedScheduleOnly));
         }
       case Chain::ScaleBiasAct:
-      case Chain::ScaleBiasActResidual: break;  // dispatch_scale_bias_act's, in their own file
+      case Chain::ScaleBiasActResidual:
+      case Chain::ScaleBiasActE4m3:
+      case Chain::ScaleBiasActResidualE4m3: break;  // dispatch_scale_bias_act's, in their own file
     }
     throw Error(ErrorKind::Unsupported, "no kernel of this file for the Hopper epilogue chain");
   });
@@ -155,6 +169,9 @@ auto dispatch_scale_bias_act(Chain chain, DType dtype, F&& f) {
     if (chain == Chain::ScaleBiasActResidual)
       return f.template operator()<ScaleBiasActResidualKernel<Element>, Element>();
     if (chain == Chain::ScaleBiasAct) return f.template operator()<ScaleBiasActKernel<Element>, Element>();
+    if (chain == Chain::ScaleBiasActE4m3) return f.template operator()<ScaleBiasActE4m3Kernel<Element>, Element>();
+    if (chain == Chain::ScaleBiasActResidualE4m3)
+      return f.template operator()<ScaleBiasActResidualE4m3Kernel<Element>, Element>();
     throw Error(ErrorKind::Unsupported, "not a scale-bias-activation chain");
   });
 }

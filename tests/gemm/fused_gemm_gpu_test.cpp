@@ -252,8 +252,9 @@ void check_quantized_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DT
 }
 
 // D in e4m3 after a final quantize_e4m3 node, with its amax, on the portable kernel (which Auto
-// picks: cuBLASLt and the Hopper kernel have no such chain): whole chunks and the right edge
-// (N, or N/2 gated, not a multiple of 8), rows past the last tile's M, gate blocks of 64 and 128.
+// picks for the gated chain: cuBLASLt and the Hopper kernels have no gated quantize): whole chunks
+// and the right edge (N, or N/2 gated, not a multiple of 8), rows past the last tile's M, gate
+// blocks of 64 and 128.
 TEST_P(FusedGemmPortable, QuantizedChainsMatchReference) {
   FUSEKIT_REQUIRE_GPU();
   FusedGemmHandle handle;
@@ -341,6 +342,25 @@ TEST_P(FusedGemmSm90, ScaleBiasActChainsMatchReference) {
   for (const auto& spec : chains)
     for (const auto& s : shapes)
       check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, Sm90Schedule::Cooperative);
+}
+
+// D in e4m3 on the Hopper scale-bias-activation kernels (TMA: rows of multiples of 16 bytes): whole
+// tiles and the right edge, R, rows past M kept out of amax.
+TEST_P(FusedGemmSm90, QuantizedScaleBiasActChainsMatchReference) {
+  FUSEKIT_REQUIRE_GPU();
+  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  const DType dt = GetParam();
+  const EpilogueSpec chains[] = {EpilogueSpec{}.quantize_e4m3(), EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3(),
+                                 EpilogueSpec{}.row_scale().residual().quantize_e4m3()};
+  const std::pair<Shape, std::int64_t> cases[] = {{{333, 520, 200}, 528}, {{130, 131, 40}, 144}, {{2100, 2056, 328}, 2064}};
+  int i = 0;
+  for (const auto& spec : chains)
+    for (const auto& [shape, ld] : cases)
+      check_quantized_chain(handle, spec, dt, shape, ld, GemmBackend::Sm90, seed + 16 * i++);
+  check_quantized_chain(handle, EpilogueSpec{}.bias().relu().quantize_e4m3(), dt, {130, 136, 8}, 144,
+                        GemmBackend::Sm90, seed + 16 * i++, Operands::NegativeProducts);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmSm90, ::testing::Values(DType::BF16, DType::F16),

@@ -73,7 +73,7 @@ TEST(Sm90Chains, ChainsOutsideTheFormHaveNoHopperKernel) {
       EpilogueSpec{}.add_source(1.0f),                // β·C
       EpilogueSpec{}.bias().store_aux().gelu_tanh(),  // an aux store
       EpilogueSpec{}.bias().cast(DType::F16),         // a mid-chain rounding
-      EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3(),
+      EpilogueSpec{}.bias().quantize_e4m3().relu(),   // the quantize before the activation
       EpilogueSpec{}.swiglu(64),                      // a gate block other than the kernel's
       EpilogueSpec{}.geglu(256),
       EpilogueSpec{}.bias().swiglu(kSm90GateBlock),
@@ -81,6 +81,21 @@ TEST(Sm90Chains, ChainsOutsideTheFormHaveNoHopperKernel) {
   for (const auto& spec : outside) {
     EXPECT_FALSE(scale_bias_act_params(spec)) << spec.to_string();
     EXPECT_FALSE(match_chain(spec)) << spec.to_string();
+  }
+}
+
+// A final quantize_e4m3 takes the e4m3 kernels of the form, with and without R.
+TEST(Sm90Chains, AFinalQuantizeTakesTheE4m3Kernels) {
+  EXPECT_EQ(match_chain(EpilogueSpec{}.quantize_e4m3()), Chain::ScaleBiasActE4m3);
+  EXPECT_EQ(match_chain(EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3()), Chain::ScaleBiasActE4m3);
+  EXPECT_EQ(match_chain(EpilogueSpec{}.row_scale().residual().quantize_e4m3()), Chain::ScaleBiasActResidualE4m3);
+  const auto p = scale_bias_act_params(EpilogueSpec{}.bias().silu().clamp(-1.0f, 1.0f).quantize_e4m3());
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->activation, Activation::Silu);
+  EXPECT_EQ(p->hi, 1.0f);
+  for (const Chain chain : {Chain::ScaleBiasActE4m3, Chain::ScaleBiasActResidualE4m3}) {
+    EXPECT_TRUE(is_scale_bias_act(chain));
+    EXPECT_EQ(schedule_blocker(chain, Sm90Schedule::Pingpong), kScaleBiasActScheduleOnly);
   }
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The run-time parameters of the Hopper kernel's scale-bias-activation epilogue
 // (sm90_cutlass_kernel.cuh), which src/gemm fills from an EpilogueSpec:
-//   y = clamp(act(α·acc·r[i]·c[j] + b[j]), lo, hi)  [+ R[i,j]]
+//   y = clamp(act(α·acc·r[i]·c[j] + b[j]), lo, hi)  [+ R[i,j]]   [D = e4m3(y·s), amax = max |y|]
 // One compiled kernel per dtype (and with or without R) serves every such chain: r, c and b are
 // optional tensors (absent: 1, 1 and 0), α, the activation and the bounds are kernel arguments.
 #include <cstdint>

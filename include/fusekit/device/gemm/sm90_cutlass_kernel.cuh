@@ -15,6 +15,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include "fusekit/device/gemm/scale_bias_act_params.hpp"
+#include "fusekit/device/gemm/sm90_amax.cuh"
 #include "fusekit/device/gemm/sm90_gated_epilogue.cuh"
 #include "fusekit/device/pointwise/activation.cuh"
 #include "fusekit/fused_gemm.hpp"
@@ -140,19 +141,38 @@ using ScaleBiasActResidualEvt =
     fusion::Sm90EVT<fusion::Sm90Compute<cutlass::plus, Element, Compute, kRound>,
                     ScaleBiasActTree<Element, TileShape, Compute>, fusion::Sm90SrcFetch<Element>>;
 
+// q = e4m3(y·s), amax = max |y| (the chain's final quantize_e4m3 on y of `Tree`, in Compute; s =
+// *quant_scale, read once per tile; the conversion saturates at ±448)
+template <class Tree>
+using QuantizeE4m3Evt =
+    fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, cutlass::float_e4m3_t, Compute, kRound>,
+                    fusion::Sm90EVT<Sm90AbsMax, Tree>, fusion::Sm90ScalarBroadcast<Compute>>;
+template <class Element, class TileShape>
+using ScaleBiasActE4m3Evt = QuantizeE4m3Evt<ScaleBiasActTree<Element, TileShape, Compute>>;
+template <class Element, class TileShape>
+using ScaleBiasActResidualE4m3Evt = QuantizeE4m3Evt<fusion::Sm90EVT<
+    fusion::Sm90Compute<cutlass::plus, Compute, Compute, kRound>, ScaleBiasActTree<Element, TileShape, Compute>,
+    fusion::Sm90SrcFetch<Element>>>;
+
 // The epilogue's subtile. A Cooperative kernel that reads a source (the residual) takes subtiles
 // of 128×64, so that the builder's 4 source stages hold the whole 128×256 tile and its loads run
 // under the mainloop rather than after a store has freed a stage (3 mainloop stages then fit).
 // NOTE: measured on the H200 (session 35, run 4, residual ladder): +1.2 % at 8192³ (739–750
 // against 731–739 TFLOP/s), +1 % at 4096³, ±0.5 % at the other two shapes; the auto subtile
 // (128×32, half the tile in flight) waited per tile on a store and a DRAM load.
-template <bool kReadsSource, Sm90Schedule kSchedule>
-using EpilogueTileFor = cute::conditional_t<kReadsSource && kSchedule == Sm90Schedule::Cooperative,
-                                            Shape<_128, _64>, cutlass::epilogue::collective::EpilogueTileAuto>;
+// An e4m3 D does not share the source's stages (8-bit D, 16-bit C), so its kernels keep the auto
+// subtile, whose source and output stages leave the mainloop 3 stages.
+template <bool kReadsSource, Sm90Schedule kSchedule, bool kSharesSourceStages = true>
+using EpilogueTileFor =
+    cute::conditional_t<kReadsSource && kSharesSourceStages && kSchedule == Sm90Schedule::Cooperative,
+                        Shape<_128, _64>, cutlass::epilogue::collective::EpilogueTileAuto>;
 
-// A GEMM D[M,N] = evt(A[M,K] · B[N,K]ᵀ) with row-major A and D and K-major B.
-template <class Element, template <class, class> class EvtOf, bool kReadsSource, Sm90Schedule kSchedule>
+// A GEMM D[M,N] = evt(A[M,K] · B[N,K]ᵀ) with row-major A and D and K-major B; D in ElementD
+// (Element, or e4m3 after a final quantize).
+template <class Element, template <class, class> class EvtOf, bool kReadsSource, Sm90Schedule kSchedule,
+          class ElementD = Element>
 struct Kernel {
+  using Output = ElementD;
   using Traits = ScheduleTraits<kSchedule>;
   using TileShape = typename Traits::TileShape;
   using ClusterShape = typename Traits::ClusterShape;
@@ -161,9 +181,9 @@ struct Kernel {
   using ElementC = cute::conditional_t<kReadsSource, Element, void>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      EpilogueTileFor<kReadsSource, kSchedule>, Accumulator, Compute, ElementC, cutlass::layout::RowMajor,
-      kAlignment<Element>, Element, cutlass::layout::RowMajor, kAlignment<Element>, typename Traits::Epilogue,
-      Evt>::CollectiveOp;
+      EpilogueTileFor<kReadsSource, kSchedule, std::is_same_v<ElementD, Element>>, Accumulator, Compute, ElementC,
+      cutlass::layout::RowMajor, kAlignment<Element>, ElementD, cutlass::layout::RowMajor, kAlignment<ElementD>,
+      typename Traits::Epilogue, Evt>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlignment<Element>,
@@ -183,6 +203,7 @@ struct Kernel {
 // (sm90_gated_epilogue.cuh).
 template <class Element, class Pair = SwiGluPair>
 struct GatedKernel {
+  using Output = Element;
   using Traits = ScheduleTraits<Sm90Schedule::Cooperative>;
   using TileShape = typename Traits::TileShape;
   using ClusterShape = typename Traits::ClusterShape;
