@@ -250,31 +250,35 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
         poison(s->y, st);
       },
       [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
-  ladder.rungs.push_back(Rung{
-      "portable", "Level 2: fusekit's mma.sync kernel, the chain in a shared-memory staged epilogue",
-      [s, chain](cudaStream_t st) {
-        FusedGemmArgs g{s->x, s->w, s->y, chain, {}};
-        g.tensors.bias = s->bias;
-        if (chain.uses(EpilogueOp::Residual)) g.tensors.residual = s->residual;
-        fused_gemm(s->fused, g, GemmBackend::Portable, st);
-      },
-      [s](cudaStream_t st) { poison(s->y, st); },
-      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+  // A rung of one fused_gemm call running `spec` (the ladder's maths) on `backend`.
+  const auto fused_rung = [&](const char* name, const char* description, const EpilogueSpec& spec,
+                              GemmBackend backend, Sm90Schedule schedule = Sm90Schedule::Auto) {
+    ladder.rungs.push_back(Rung{
+        name, description,
+        [s, spec, backend, schedule](cudaStream_t st) {
+          FusedGemmArgs g{s->x, s->w, s->y, spec, {}, schedule};
+          g.tensors.bias = s->bias;
+          if (spec.uses(EpilogueOp::Residual)) g.tensors.residual = s->residual;
+          fused_gemm(s->fused, g, backend, st);
+        },
+        [s](cudaStream_t st) { poison(s->y, st); },
+        [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+  };
+  fused_rung("portable", "Level 2: fusekit's mma.sync kernel, the chain in a shared-memory staged epilogue", chain,
+             GemmBackend::Portable);
   if (current_device_info().cc_major == 9) {
-    for (auto [name, schedule] : {std::pair{"hopper", Sm90Schedule::Cooperative}, {"hopper_pp", Sm90Schedule::Pingpong}})
-      ladder.rungs.push_back(Rung{
-          name,
-          schedule == Sm90Schedule::Cooperative
-              ? "Level 2: CUTLASS TMA warp-specialized cooperative kernel, the chain as an epilogue visitor tree"
-              : "Level 2: the same with the pingpong schedule (a 128x128 tile per warpgroup, alternating)",
-          [s, chain, schedule](cudaStream_t st) {
-            FusedGemmArgs g{s->x, s->w, s->y, chain, {}, schedule};
-            g.tensors.bias = s->bias;
-            if (chain.uses(EpilogueOp::Residual)) g.tensors.residual = s->residual;
-            fused_gemm(s->fused, g, GemmBackend::Sm90, st);
-          },
-          [s](cudaStream_t st) { poison(s->y, st); },
-          [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+    fused_rung("hopper", "Level 2: CUTLASS TMA warp-specialized cooperative kernel, the chain as an epilogue visitor tree",
+               chain, GemmBackend::Sm90, Sm90Schedule::Cooperative);
+    fused_rung("hopper_pp", "Level 2: the same with the pingpong schedule (a 128x128 tile per warpgroup, alternating)",
+               chain, GemmBackend::Sm90, Sm90Schedule::Pingpong);
+    // The same maths written 1·acc first, which only the scale-bias-activation kernel has: what
+    // its run-time parameters and broadcasts cost against the chain's own kernel.
+    EpilogueSpec generic;
+    generic.scale(1.0f).nodes.insert(generic.nodes.end(), chain.nodes.begin(), chain.nodes.end());
+    fused_rung("hopper_sba",
+               "Level 2: the CUTLASS scale-bias-activation kernel (the chain as 1·acc first: run-time α, activation "
+               "and bounds, absent scales read as 1)",
+               generic, GemmBackend::Sm90);
   }
   return ladder;
 }

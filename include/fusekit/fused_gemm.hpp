@@ -30,9 +30,9 @@ enum class Sm90Schedule : std::uint8_t {
   Pingpong,     // one 128×128 tile each, alternating: one's epilogue hides under the other's MMAs
 };
 
-// The gate block of the Hopper kernel's gated chains: EpilogueSpec{}.swiglu(kSm90GateBlock) runs
-// on it. Its 128×256 tile holds 128 gate columns and their 128 up columns, so W interleaves
-// W_gate and W_up in blocks of 128 rows (docs/hopper_swiglu.md).
+// The gate block of the Hopper kernel's gated chains: EpilogueSpec{}.swiglu(kSm90GateBlock) and
+// .geglu(kSm90GateBlock) run on it. Its 128×256 tile holds 128 gate columns and their 128 up
+// columns, so W interleaves W_gate and W_up in blocks of 128 rows (docs/hopper_swiglu.md).
 inline constexpr std::int64_t kSm90GateBlock = 128;
 
 struct FusedGemmArgs {

@@ -55,6 +55,9 @@ AuxRole aux_role(Epilogue e);
 std::int64_t bias_length(Epilogue e, std::int64_t m, std::int64_t n);
 // Bytes per row of a ReLU bit-mask aux for N columns (cuBLASLt needs rows of 128-bit multiples).
 std::int64_t relu_mask_row_bytes(std::int64_t n);
+// cuBLASLt takes a GELU pre-activation aux whose row stride (and batch stride) is a multiple of
+// this many elements.
+inline constexpr std::int64_t kPreactAuxLdMultiple = 8;
 
 enum class Transpose : std::uint8_t { No, Yes };
 

@@ -28,8 +28,8 @@ namespace {
 constexpr std::size_t kMaxAlignmentBytes = 16;
 constexpr int kBitsPerByte = 8;
 // NOTE: cuBLASLt requires the GELU pre-activation aux leading dimension and batch stride to be
-// multiples of 8 elements, and the ReLU mask's to be multiples of 128 bits.
-constexpr std::int64_t kPreactAuxLdMultiple = 8;
+// multiples of kPreactAuxLdMultiple elements (fusekit/gemm.hpp), and the ReLU mask's to be
+// multiples of 128 bits.
 constexpr std::int64_t kReluMaskLdMultipleBits = 128;
 
 cudaDataType_t to_cuda(DType t) {

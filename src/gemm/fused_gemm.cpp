@@ -31,6 +31,8 @@ std::optional<Epilogue> cublaslt_epilogue(const EpilogueSpec& spec) {
       {EpilogueSpec{}.bias().relu(), Epilogue::ReluBias},
       {EpilogueSpec{}.gelu_tanh(), Epilogue::Gelu},
       {EpilogueSpec{}.bias().gelu_tanh(), Epilogue::GeluBias},
+      {EpilogueSpec{}.store_aux().gelu_tanh(), Epilogue::GeluAux},
+      {EpilogueSpec{}.bias().store_aux().gelu_tanh(), Epilogue::GeluAuxBias},
   };
   for (const auto& m : kMatches)
     if (m.spec == spec) return m.epilogue;
@@ -112,23 +114,34 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
               requested == GemmBackend::Portable,
           "backend", "Auto, CublasLt, Sm90 or Portable", static_cast<int>(requested));
   const auto lt = cublaslt_epilogue(g.epilogue);
+  // Why cuBLASLt cannot run the chain on these operands, or "".
+  const std::string lt_why = [&]() -> std::string {
+    if (!lt) return fmt::format("cuBLASLt lacks the chain {}", g.epilogue.to_string());
+    if (aux_role(*lt) == AuxRole::PreactOutput && g.tensors.aux.strides[0] % kPreactAuxLdMultiple != 0)
+      return fmt::format("cuBLASLt's {} needs aux rows of a multiple of {} elements, not {}", epilogue_name(*lt),
+                         kPreactAuxLdMultiple, g.tensors.aux.strides[0]);
+    return {};
+  }();
   const auto chain = sm90::match_chain(g.epilogue);
   const bool hopper = device_count() > 0 && current_device_info().cc_major == 9;
   const bool aligned = tma_aligned(g.a) && tma_aligned(g.b) && tma_aligned(g.d) && tma_aligned(g.tensors.bias) &&
                        tma_aligned(g.tensors.residual);
+  // NOTE: what the request itself rules out first (extents, chain, schedule), then the device.
   auto sm90_blocker = [&]() -> std::string {
     if (g.a.shape[0] > INT32_MAX || g.b.shape[0] > INT32_MAX || g.a.shape[1] > INT32_MAX)
       return "the Hopper kernel takes M, N and K as 32-bit integers";
-    if (!hopper) return "the Hopper kernel needs an sm_90 GPU";
     if (!chain) return fmt::format("no Hopper kernel is compiled for the chain {}", g.epilogue.to_string());
+    if (auto why = sm90::schedule_blocker(*chain, g.schedule); !why.empty()) return std::string(why);
+    if (!hopper) return "the Hopper kernel needs an sm_90 GPU";
     if (!aligned) return "the Hopper kernel's TMA needs 16-byte aligned pointers and row strides";
-    return std::string(sm90::schedule_blocker(*chain, g.schedule));
+    return {};
   };
   switch (requested) {
     case GemmBackend::CublasLt:
       if (!lt)
         throw Error(ErrorKind::Unsupported,
                     fmt::format("cuBLASLt has no epilogue for the chain {}", g.epilogue.to_string()));
+      if (!lt_why.empty()) throw Error(ErrorKind::Unsupported, lt_why);
       return {GemmBackend::CublasLt, fmt::format("requested; cuBLASLt epilogue {}", epilogue_name(*lt))};
     case GemmBackend::Sm90:
       if (auto why = sm90_blocker(); !why.empty()) throw Error(ErrorKind::Unsupported, why);
@@ -140,18 +153,18 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
   }
   // NOTE: cuBLASLt first when it has the chain: its kernels are tuned per shape and it was at
   // least as fast as the Hopper kernel where both ran (docs/performance.md).
-  if (lt) return {GemmBackend::CublasLt, fmt::format("cuBLASLt has the chain as epilogue {}", epilogue_name(*lt))};
-  // NOTE: the Hopper kernel also takes the gated chain it is compiled for (swiglu in blocks of
-  // kSm90GateBlock): 1.40 ms against 1.48–1.51 for GEMM + pointwise SwiGLU and 4.25 for the
+  if (lt_why.empty())
+    return {GemmBackend::CublasLt, fmt::format("cuBLASLt has the chain as epilogue {}", epilogue_name(*lt))};
+  // NOTE: the Hopper kernel also takes the gated chains it is compiled for (swiglu and geglu in
+  // blocks of kSm90GateBlock): 1.40 ms against 1.48–1.51 for GEMM + pointwise SwiGLU and 4.25 for the
   // portable kernel at 4096×28672×4096 bf16 (docs/performance.md, session 4).
   const std::string sm90_why = sm90_blocker();
-  if (sm90_why.empty())
-    return {GemmBackend::Sm90, fmt::format("cuBLASLt lacks the chain {}; Hopper EVT kernel has it", g.epilogue.to_string())};
+  if (sm90_why.empty()) return {GemmBackend::Sm90, fmt::format("{}; Hopper EVT kernel has it", lt_why)};
   const std::string portable_why = portable::blocker(g);
-  if (portable_why.empty())
-    return {GemmBackend::Portable, fmt::format("cuBLASLt lacks the chain {} and {}", g.epilogue.to_string(), sm90_why)};
-  throw Error(ErrorKind::Unsupported, fmt::format("no backend for the chain {}: cuBLASLt lacks it, {}, and {}",
-                                                  g.epilogue.to_string(), sm90_why, portable_why));
+  if (portable_why.empty()) return {GemmBackend::Portable, fmt::format("{} and {}", lt_why, sm90_why)};
+  throw Error(ErrorKind::Unsupported,
+              fmt::format("no backend for the chain {}: {}, {}, and {}", g.epilogue.to_string(), lt_why, sm90_why,
+                          portable_why));
 }
 
 FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, GemmBackend requested,
@@ -167,6 +180,7 @@ FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, Gemm
     lt.d = g.d;
     lt.epilogue = *cublaslt_epilogue(g.epilogue);
     if (bias_role(lt.epilogue) == BiasRole::Input) lt.bias = g.tensors.bias;
+    if (aux_role(lt.epilogue) == AuxRole::PreactOutput) lt.aux = g.tensors.aux;
     gemm(h.cublaslt, lt, stream);
     return report;
   }
@@ -175,10 +189,21 @@ FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, Gemm
     return report;
   }
   const sm90::Chain chain = *sm90::match_chain(g.epilogue);
-  const sm90::Problem p{s.m, s.n, s.k, g.a.dtype,
-                        g.a.data, g.a.strides[0], g.b.data, g.b.strides[0], g.d.data, g.d.strides[0],
-                        g.tensors.bias.data, g.tensors.residual.data,
-                        g.tensors.residual.empty() ? g.d.strides[0] : g.tensors.residual.strides[0]};
+  sm90::Problem p{s.m, s.n, s.k, g.a.dtype,
+                  g.a.data, g.a.strides[0], g.b.data, g.b.strides[0], g.d.data, g.d.strides[0],
+                  g.tensors.bias.data, g.tensors.residual.data,
+                  g.tensors.residual.empty() ? g.d.strides[0] : g.tensors.residual.strides[0]};
+  if (sm90::is_scale_bias_act(chain)) {
+    // NOTE: this kernel reads each operand it is given (an absent one is null): tensors bound in
+    // g.tensors but not named by the chain must not reach it.
+    const auto used = [&](EpilogueOp op, const TensorView& t) { return g.epilogue.uses(op) ? t.data : nullptr; };
+    p.act = *sm90::scale_bias_act_params(g.epilogue);
+    p.bias = used(EpilogueOp::ColumnBias, g.tensors.bias);
+    p.row_scale = static_cast<const float*>(used(EpilogueOp::RowScale, g.tensors.row_scale));
+    p.col_scale = static_cast<const float*>(used(EpilogueOp::ColumnScale, g.tensors.col_scale));
+    p.quant_scale = g.tensors.quant_scale;
+    p.amax = g.tensors.amax;
+  }
   const Sm90Schedule schedule = g.schedule == Sm90Schedule::Auto ? Sm90Schedule::Cooperative : g.schedule;
   const std::size_t need = sm90::workspace_bytes(chain, schedule, p);
   if (h.workspace.bytes() < need) h.workspace = DeviceBuffer(need);

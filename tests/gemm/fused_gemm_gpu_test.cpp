@@ -252,8 +252,9 @@ void check_quantized_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DT
 }
 
 // D in e4m3 after a final quantize_e4m3 node, with its amax, on the portable kernel (which Auto
-// picks: cuBLASLt and the Hopper kernel have no such chain): whole chunks and the right edge
-// (N, or N/2 gated, not a multiple of 8), rows past the last tile's M, gate blocks of 64 and 128.
+// picks for the gated chain: cuBLASLt and the Hopper kernels have no gated quantize): whole chunks
+// and the right edge (N, or N/2 gated, not a multiple of 8), rows past the last tile's M, gate
+// blocks of 64 and 128.
 TEST_P(FusedGemmPortable, QuantizedChainsMatchReference) {
   FUSEKIT_REQUIRE_GPU();
   FusedGemmHandle handle;
@@ -303,9 +304,9 @@ TEST_P(FusedGemmSm90, EveryCompiledChainMatchesReference) {
         check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, schedule);
 }
 
-// The gated kernel: gate and up are the two halves of each 256-column mainloop tile. B is dense
-// random, so every column of A·Bᵀ differs and a wrong pairing (or a wrong output tile) cannot
-// pass. Odd M and K; N from one tile (256) to nine (2304), N/2 the output's columns.
+// The gated kernels (SwiGLU, GeGLU): gate and up are the two halves of each 256-column mainloop
+// tile. B is dense random, so every column of A·Bᵀ differs and a wrong pairing (or a wrong output
+// tile) cannot pass. Odd M and K; N from one tile (256) to nine (2304), N/2 the output's columns.
 TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
   FUSEKIT_REQUIRE_GPU();
   if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
@@ -315,9 +316,51 @@ TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
   const Shape shapes[] = {{256, 512, 128}, {333, 768, 200}, {1000, 2304, 72}, {7, 256, 8}, {1100, 4608, 328},
                           {333, 768, 200, 8}};
   int i = 0;
-  for (const auto& s : shapes)
-    check_chain(handle, EpilogueSpec{}.swiglu(kSm90GateBlock), GetParam(), s, GemmBackend::Sm90, seed + 8 * i++,
-                Sm90Schedule::Cooperative);
+  for (const auto& spec : {EpilogueSpec{}.swiglu(kSm90GateBlock), EpilogueSpec{}.geglu(kSm90GateBlock)})
+    for (const auto& s : shapes)
+      check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, Sm90Schedule::Cooperative);
+}
+
+// The scale-bias-activation kernels: each step of their form (α, row and column scales, bias,
+// each activation, the clamp, R), with and without R, on odd, padded and multi-tile shapes. Row
+// and column scales are distinct per row and column, so a mis-indexed broadcast cannot pass.
+TEST_P(FusedGemmSm90, ScaleBiasActChainsMatchReference) {
+  FUSEKIT_REQUIRE_GPU();
+  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  const EpilogueSpec chains[] = {
+      EpilogueSpec{}.bias().silu(),
+      EpilogueSpec{}.bias().residual(),
+      EpilogueSpec{}.residual(),
+      EpilogueSpec{}.scale(0.5f).row_scale().column_scale().bias().gelu_erf().clamp(-0.5f, 2.0f).residual(),
+      EpilogueSpec{}.row_scale().relu().clamp(0.0f, 1.5f),
+      EpilogueSpec{}.column_scale().gelu_tanh(),
+  };
+  const Shape shapes[] = {{333, 520, 200}, {7, 8, 8}, {2100, 2056, 328}, {333, 520, 200, 8}};
+  int i = 0;
+  for (const auto& spec : chains)
+    for (const auto& s : shapes)
+      check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, Sm90Schedule::Cooperative);
+}
+
+// D in e4m3 on the Hopper scale-bias-activation kernels (TMA: rows of multiples of 16 bytes): whole
+// tiles and the right edge, R, rows past M kept out of amax.
+TEST_P(FusedGemmSm90, QuantizedScaleBiasActChainsMatchReference) {
+  FUSEKIT_REQUIRE_GPU();
+  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  const DType dt = GetParam();
+  const EpilogueSpec chains[] = {EpilogueSpec{}.quantize_e4m3(), EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3(),
+                                 EpilogueSpec{}.row_scale().residual().quantize_e4m3()};
+  const std::pair<Shape, std::int64_t> cases[] = {{{333, 520, 200}, 528}, {{130, 131, 40}, 144}, {{2100, 2056, 328}, 2064}};
+  int i = 0;
+  for (const auto& spec : chains)
+    for (const auto& [shape, ld] : cases)
+      check_quantized_chain(handle, spec, dt, shape, ld, GemmBackend::Sm90, seed + 16 * i++);
+  check_quantized_chain(handle, EpilogueSpec{}.bias().relu().quantize_e4m3(), dt, {130, 136, 8}, 144,
+                        GemmBackend::Sm90, seed + 16 * i++, Operands::NegativeProducts);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmSm90, ::testing::Values(DType::BF16, DType::F16),
@@ -331,8 +374,14 @@ TEST_P(FusedGemmCublasLt, EveryMappedChainMatchesReference) {
   FUSEKIT_REQUIRE_GPU();
   FusedGemmHandle handle;
   const auto seed = testing::fresh_seed();
-  const EpilogueSpec chains[] = {EpilogueSpec{},           EpilogueSpec{}.relu(),      EpilogueSpec{}.bias(),
-                                 EpilogueSpec{}.bias().relu(), EpilogueSpec{}.gelu_tanh(), EpilogueSpec{}.bias().gelu_tanh()};
+  const EpilogueSpec chains[] = {EpilogueSpec{},
+                                 EpilogueSpec{}.relu(),
+                                 EpilogueSpec{}.bias(),
+                                 EpilogueSpec{}.bias().relu(),
+                                 EpilogueSpec{}.gelu_tanh(),
+                                 EpilogueSpec{}.bias().gelu_tanh(),
+                                 EpilogueSpec{}.store_aux().gelu_tanh(),  // GELU_AUX: aux = the pre-activation
+                                 EpilogueSpec{}.bias().store_aux().gelu_tanh()};
   const Shape shapes[] = {{333, 520, 200}, {1000, 136, 72, 8}, {7, 8, 8}};
   int i = 0;
   for (const auto& spec : chains)
@@ -386,10 +435,15 @@ TEST(FusedGemm, AutoPicksCublasLtWhenItHasTheChainAndHopperOtherwise) {
   } else {
     EXPECT_THROW(plan_fused_gemm(g), Error);
   }
+  // A chain cuBLASLt lacks, of the scale-bias-activation form: the Hopper kernel where there is one.
   g.epilogue = EpilogueSpec{}.bias().silu().residual();
   const auto r = plan_fused_gemm(g);
-  EXPECT_EQ(r.backend, GemmBackend::Portable);
+  EXPECT_EQ(r.backend, hopper ? GemmBackend::Sm90 : GemmBackend::Portable);
   EXPECT_NE(r.reason.find("bias → silu → residual"), std::string::npos) << r.reason;
+  g.epilogue = EpilogueSpec{}.bias().store_aux().silu();
+  g.tensors.aux = d;
+  EXPECT_EQ(plan_fused_gemm(g).backend, GemmBackend::Portable) << "an aux store: no Hopper kernel";
+  g.tensors.aux = {};
   // What no backend can run is refused with every reason: nine nodes, one more than the
   // portable kernel's chains hold.
   g.epilogue = EpilogueSpec{};

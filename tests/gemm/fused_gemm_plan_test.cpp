@@ -76,6 +76,53 @@ TEST(FusedGemmPlan, Sm90RefusesExtentsPast32Bits) {
   expect_error([&] { plan_fused_gemm(g, GemmBackend::Sm90); }, "M, N and K as 32-bit integers", ErrorKind::Unsupported);
 }
 
+// Which chains the Hopper kernel has is a property of the request, told before the question of
+// the GPU: a chain of the scale-bias-activation form is taken (refused here, if at all, for the
+// device), other chains are refused for the chain, and that form on the Pingpong schedule for it.
+TEST(FusedGemmPlan, Sm90TakesTheScaleBiasActivationFormOnItsSchedule) {
+  FusedGemmArgs g;
+  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
+  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
+  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN);
+  g.tensors.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {kN});
+  g.tensors.residual = g.d;
+  const auto refusal = [&](const EpilogueSpec& spec, Sm90Schedule schedule) -> std::string {
+    g.epilogue = spec;
+    g.schedule = schedule;
+    try {
+      EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Sm90).backend, GemmBackend::Sm90);
+      return "";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+      return e.what();
+    }
+  };
+  constexpr auto npos = std::string::npos;
+  for (const auto& spec : {EpilogueSpec{}.bias().silu(), EpilogueSpec{}.bias().residual()}) {
+    const std::string why = refusal(spec, Sm90Schedule::Auto);
+    EXPECT_TRUE(why.empty() || why.find("needs an sm_90 GPU") != npos) << spec.to_string() << ": " << why;
+    EXPECT_NE(refusal(spec, Sm90Schedule::Pingpong).find("Cooperative schedule only"), npos) << spec.to_string();
+  }
+  EXPECT_NE(refusal(EpilogueSpec{}.silu().bias(), Sm90Schedule::Auto).find("no Hopper kernel is compiled"), npos);
+}
+
+// The GELU pre-activation store is cuBLASLt's GELU_AUX_BIAS, which takes aux rows of a multiple
+// of 8 elements: other rows are refused for it, naming why.
+TEST(FusedGemmPlan, CublasLtStoresTheGeluPreactivationInRowsOfEightElements) {
+  FusedGemmArgs g;
+  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
+  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
+  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN);
+  g.epilogue = EpilogueSpec{}.bias().store_aux().gelu_tanh();
+  g.tensors.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {kN});
+  g.tensors.aux = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN + 8);
+  EXPECT_EQ(plan_fused_gemm(g, GemmBackend::CublasLt).backend, GemmBackend::CublasLt);
+  EXPECT_EQ(plan_fused_gemm(g).backend, GemmBackend::CublasLt);
+  g.tensors.aux = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN + 4);
+  expect_error([&] { plan_fused_gemm(g, GemmBackend::CublasLt); }, "aux rows of a multiple of 8 elements",
+               ErrorKind::Unsupported);
+}
+
 // A chain ending in quantize_e4m3 stores D in e4m3, 8 outputs (8 bytes) at a time: rows of any
 // multiple of 8 bytes are taken, others refused with the reason.
 TEST(FusedGemmPlan, PortableTakesAnE4m3OutputInRowsOfEightBytes) {

@@ -12,15 +12,6 @@
 
 namespace fusekit::device {
 
-// sigmoid-weighted linear unit: silu(x) = x / (1 + e^(−x))
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
-
-// gelu(x) = ½·x·(1 + erf(x/√2))
-__device__ __forceinline__ float gelu_erf(float x) {
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
-  return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
-}
-
 // One position-independent node on one value.
 __device__ __forceinline__ float apply_uniform(const ChainNode& n, float x) {
   switch (n.op) {

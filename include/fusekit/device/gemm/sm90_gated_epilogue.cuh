@@ -1,6 +1,6 @@
 #pragma once
-// The gated Hopper epilogue: y[i, j] = silu(acc[i, gate(j)]) · acc[i, up(j)], stored at half the
-// mainloop tile's width.
+// The gated Hopper epilogue: y[i, j] = act(acc[i, gate(j)]) · acc[i, up(j)] (act = silu or
+// gelu_tanh: the Pair functor), stored at half the mainloop tile's width.
 //
 // The mainloop computes a [TILE_M, 2·TILE_N_OUT] accumulator tile whose left half holds gate
 // columns and right half the matching up columns (W interleaved in blocks of TILE_N_OUT rows:
@@ -18,17 +18,19 @@
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 
+#include "fusekit/device/pointwise/activation.cuh"
+
 namespace fusekit::device::sm90 {
 
 // y = silu(gate) · up = gate / (1 + e^(−gate)) · up
-// NOTE: the Cooperative epilogue runs between a tile's mainloop and the next, so its
-// instructions add to every tile: __fdividef is one MUFU.RCP and a multiply where IEEE division
-// (device::silu) adds Newton steps and a range check, a difference far below bf16's rounding.
-// Below gate ≈ −87 the denominator passes 2^126 and the quotient is 0, where silu is < 1e−35.
+// NOTE: silu_fast: the Cooperative epilogue runs between a tile's mainloop and the next.
 struct SwiGluPair {
-  CUTLASS_DEVICE float operator()(float gate, float up) const {
-    return __fdividef(gate, 1.0f + __expf(-gate)) * up;
-  }
+  CUTLASS_DEVICE float operator()(float gate, float up) const { return silu_fast(gate) * up; }
+};
+
+// y = gelu_tanh(gate) · up (the hardware tanh, as the Hopper GELU epilogues: 16-bit outputs)
+struct GeGluPair {
+  CUTLASS_DEVICE float operator()(float gate, float up) const { return gelu_tanh_fast(gate) * up; }
 };
 
 // OutputEpilogue: a CUTLASS sm90 collective epilogue built for the output tile.

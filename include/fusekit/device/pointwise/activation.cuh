@@ -26,4 +26,20 @@ __device__ __forceinline__ float gelu_tanh_fast(float x) {
   return fmaf(half_x, t, half_x);
 }
 
+// gelu(x) = ½·x·(1 + erf(x/√2))
+__device__ __forceinline__ float gelu_erf(float x) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+}
+
+// sigmoid-weighted linear unit: silu(x) = x / (1 + e^(−x))
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
+
+// silu with a fast division (__fdividef: one MUFU.RCP and a multiply, where IEEE division adds
+// Newton steps and a range check), for GEMM epilogues that run between a tile's mainloop and the
+// next, so that their instructions add to every tile; the difference is far below 16-bit
+// rounding. Below x ≈ −87 the denominator passes 2^126 and the quotient is 0, where silu is
+// < 1e−35.
+__device__ __forceinline__ float silu_fast(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
+
 }  // namespace fusekit::device
