@@ -39,11 +39,22 @@ std::optional<Epilogue> cublaslt_epilogue(const EpilogueSpec& spec) {
   return std::nullopt;
 }
 
-bool tma_aligned(const TensorView& t) {
-  return t.empty() || (reinterpret_cast<std::uintptr_t>(t.data) % kTmaAlignmentBytes == 0 &&
-                       (t.rank < 2 || t.strides[0] * static_cast<std::int64_t>(t.element_size()) %
-                                              static_cast<std::int64_t>(kTmaAlignmentBytes) ==
-                                          0));
+// Why the Hopper kernel's TMA cannot take `t`, or "": a 16-byte aligned base and row stride, and
+// rows of whole 16-byte units (CUTLASS's can_implement refuses a partial one, though TMA would clip it).
+std::string tma_blocker(const char* name, const TensorView& t) {
+  if (t.empty()) return {};
+  const auto bytes = static_cast<std::int64_t>(kTmaAlignmentBytes);
+  const auto element = static_cast<std::int64_t>(t.element_size());
+  if (reinterpret_cast<std::uintptr_t>(t.data) % kTmaAlignmentBytes != 0)
+    return fmt::format("the Hopper kernel's TMA needs {} 16-byte aligned", name);
+  if (t.rank < 2) return {};
+  if (t.strides[0] * element % bytes != 0)
+    return fmt::format("the Hopper kernel's TMA needs {}'s row stride in multiples of 16 bytes, not {} elements", name,
+                       t.strides[0]);
+  if (t.shape[1] * element % bytes != 0)
+    return fmt::format("the Hopper kernel's TMA needs {}'s rows in multiples of 16 bytes ({} elements), not {}", name,
+                       bytes / element, t.shape[1]);
+  return {};
 }
 
 struct Shape {
@@ -124,8 +135,12 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
   }();
   const auto chain = sm90::match_chain(g.epilogue);
   const bool hopper = device_count() > 0 && current_device_info().cc_major == 9;
-  const bool aligned = tma_aligned(g.a) && tma_aligned(g.b) && tma_aligned(g.d) && tma_aligned(g.tensors.bias) &&
-                       tma_aligned(g.tensors.residual);
+  const std::string tma_why = [&] {
+    for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}, {"bias", &g.tensors.bias},
+                           {"residual", &g.tensors.residual}})
+      if (auto why = tma_blocker(name, *t); !why.empty()) return why;
+    return std::string{};
+  }();
   // NOTE: what the request itself rules out first (extents, chain, schedule), then the device.
   auto sm90_blocker = [&]() -> std::string {
     if (g.a.shape[0] > INT32_MAX || g.b.shape[0] > INT32_MAX || g.a.shape[1] > INT32_MAX)
@@ -133,7 +148,7 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
     if (!chain) return fmt::format("no Hopper kernel is compiled for the chain {}", g.epilogue.to_string());
     if (auto why = sm90::schedule_blocker(*chain, g.schedule); !why.empty()) return std::string(why);
     if (!hopper) return "the Hopper kernel needs an sm_90 GPU";
-    if (!aligned) return "the Hopper kernel's TMA needs 16-byte aligned pointers and row strides";
+    if (!tma_why.empty()) return tma_why;
     return {};
   };
   switch (requested) {
