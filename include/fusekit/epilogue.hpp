@@ -85,7 +85,7 @@ struct EpilogueTensors {
   TensorView residual;     // [M,N_out]        Residual (after a gated node: the halved width)
   TensorView aux;          // [M,N_at_node]    StoreAux
   const float* quant_scale = nullptr;  // QuantizeE4M3: one float in device memory
-  float* amax = nullptr;               // QuantizeE4M3: max|x| before the scale (atomic max)
+  float* amax = nullptr;               // QuantizeE4M3: max|x| before the scale (atomic max; NaN if any x is)
 };
 
 // Checks the chain (at most one gated node, one quantize which must be last, one aux store,

@@ -44,7 +44,8 @@ EpilogueResult apply_epilogue(const EpilogueSpec& spec, const Matrix& acc, const
       case EpilogueOp::Clamp: each([&](double v, auto, auto) { return std::clamp<double>(v, node.p0, node.p1); }); break;
       case EpilogueOp::Cast: each([&](double v, auto, auto) { return round_to(node.dtype, v); }); break;
       case EpilogueOp::QuantizeE4M3:
-        for (double v : x.data) r.amax = std::max(r.amax, std::abs(v));
+        // NaN kept, as the kernels record it (device/amax.cuh).
+        for (double v : x.data) r.amax = std::isnan(r.amax) || std::abs(v) <= r.amax ? r.amax : std::abs(v);
         each([&](double v, auto, auto) { return round_to(DType::E4M3, v * in.quant_scale); });
         break;
       case EpilogueOp::StoreAux: r.aux = x; break;

@@ -68,6 +68,25 @@ TEST(EpilogueReference, ChainMatchesHandComputation) {
     }
 }
 
+// amax = max |x| before the scale, and a NaN anywhere makes it NaN (as the kernels record it),
+// wherever the NaN comes in the order of the values.
+TEST(EpilogueReference, QuantizeRecordsTheAmaxAndKeepsANaN) {
+  reference::Matrix acc(2, 3);
+  for (int j = 0; j < 3; ++j) {
+    acc(0, j) = j - 1.5;
+    acc(1, j) = 0.5 * j;
+  }
+  reference::EpilogueInputs in;
+  in.quant_scale = 2.0;
+  EXPECT_DOUBLE_EQ(reference::apply_epilogue(EpilogueSpec{}.quantize_e4m3(), acc, in).amax, 1.5);
+  for (int at = 0; at < 6; ++at) {
+    reference::Matrix with_nan = acc;
+    with_nan.data[static_cast<std::size_t>(at)] = std::nan("");
+    EXPECT_TRUE(std::isnan(reference::apply_epilogue(EpilogueSpec{}.quantize_e4m3(), with_nan, in).amax))
+        << "NaN at element " << at;
+  }
+}
+
 TEST(EpilogueReference, SwiGluPairsColumnBlocks) {
   reference::Matrix acc(1, 8);
   for (int j = 0; j < 8; ++j) acc(0, j) = j - 3.5;

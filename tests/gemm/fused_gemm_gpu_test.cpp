@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "bench/harness.hpp"
@@ -40,6 +41,15 @@ void expect_padding_untouched(const DeviceTensor& rows, std::int64_t cols, std::
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = cols; j < ld; ++j) written += !std::isnan(got[static_cast<std::size_t>(i * ld + j)]);
   EXPECT_EQ(written, 0) << what << ": elements written past the last column";
+}
+
+// A·Bᵀ in double on the host, B stored [N, K].
+Matrix reference_product(const DeviceTensor& a, const DeviceTensor& b) {
+  reference::GemmProblem p;
+  p.a = to_matrix(a);
+  p.b = to_matrix(b);
+  p.trans_b = Transpose::Yes;
+  return reference::gemm(p).d;
 }
 
 // Runs spec on `backend` at `shape` and checks D (and aux) against
@@ -84,11 +94,7 @@ void check_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DType dt, Sh
   const auto report = fused_gemm(handle, g, backend);
   EXPECT_EQ(report.backend, backend);
 
-  reference::GemmProblem p;
-  p.a = to_matrix(a);
-  p.b = to_matrix(b);
-  p.trans_b = Transpose::Yes;
-  const Matrix acc = reference::gemm(p).d;
+  const Matrix acc = reference_product(a, b);
   reference::EpilogueInputs in;
   in.bias = download(bias);
   in.residual = to_matrix(res);
@@ -206,15 +212,11 @@ void check_quantized_chain(FusedGemmHandle& handle, const EpilogueSpec& spec, DT
   fill_uniform(res_rows, seed + 3, -1, 1);
   fill_uniform(rs, seed + 4, 0.25f, 2.0f);
   poison(d_rows);
-  reference::GemmProblem p;
-  p.a = to_matrix(a);
-  p.b = to_matrix(b);
-  p.trans_b = Transpose::Yes;
   reference::EpilogueInputs in;
   in.bias = download(bias);
   in.residual = to_matrix(res);
   in.row_scale = download(rs);
-  const Matrix acc = reference::gemm(p).d;
+  const Matrix acc = reference_product(a, b);
   // quant_scale from the reference's amax: |x| above 3/4 of it saturates.
   EpilogueSpec unscaled = spec;
   unscaled.nodes.pop_back();
@@ -362,6 +364,64 @@ TEST_P(FusedGemmSm90, QuantizedScaleBiasActChainsMatchReference) {
       check_quantized_chain(handle, spec, dt, shape, ld, GemmBackend::Sm90, seed + 16 * i++);
   check_quantized_chain(handle, EpilogueSpec{}.bias().relu().quantize_e4m3(), dt, {130, 144, 8}, 144,
                         GemmBackend::Sm90, seed + 16 * i++, Operands::NegativeProducts);
+}
+
+// A NaN in A makes its row of D NaN and the amax NaN (device/amax.cuh: fmaxf dropped it, and the
+// amax said the largest finite value), on the portable and the Hopper kernels; the other rows
+// still match the reference. D is poisoned (NaN) for one run, which checks the other rows, and
+// zeroed for another, which checks that the NaN row was written.
+TEST(FusedGemm, ANaNInTheInputsReachesDAndTheAmax) {
+  FUSEKIT_REQUIRE_GPU();
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  constexpr std::int64_t kM = 333, kN = 528, kK = 200;
+  const std::int64_t nan_row = static_cast<std::int64_t>(seed % kM), nan_col = static_cast<std::int64_t>(seed / kM % kK);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " NaN at A(" << nan_row << ", " << nan_col << ")");
+  DeviceTensor a(DType::BF16, {kM, kK}), b(DType::BF16, {kN, kK}), bias(DType::BF16, {kN}), d(DType::E4M3, {kM, kN}),
+      scale(DType::F32, {1}), amax(DType::F32, {1});
+  fill_uniform(a, seed, -1, 1);
+  fill_uniform(b, seed + 1, -0.1f, 0.1f);
+  fill_uniform(bias, seed + 2, -1, 1);
+  auto host_a = download(a);
+  host_a[static_cast<std::size_t>(nan_row * kK + nan_col)] = std::numeric_limits<double>::quiet_NaN();
+  upload(host_a, a);
+  upload(std::vector<double>{1.0}, scale);
+
+  const EpilogueSpec spec = EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3();
+  reference::EpilogueInputs in;
+  in.bias = download(bias);
+  in.quant_scale = 1.0;
+  const auto want = reference::apply_epilogue(spec, reference_product(a, b), in);
+  ASSERT_TRUE(std::isnan(want.amax)) << "the reference keeps the NaN too";
+
+  std::vector<GemmBackend> backends{GemmBackend::Portable};
+  if (current_device_info().cc_major == 9) backends.push_back(GemmBackend::Sm90);
+  for (const GemmBackend backend : backends) {
+    SCOPED_TRACE(gemm_backend_name(backend));
+    FusedGemmArgs g{a, b, d, spec, {}};
+    g.tensors.bias = bias;
+    g.tensors.quant_scale = static_cast<const float*>(scale.data());
+    g.tensors.amax = static_cast<float*>(amax.data());
+    for (const bool poisoned : {true, false}) {
+      if (poisoned) poison(d);
+      else upload(std::vector<double>(static_cast<std::size_t>(kM * kN), 0.0), d);
+      upload(std::vector<double>{0.0}, amax);
+      EXPECT_EQ(fused_gemm(handle, g, backend).backend, backend);
+      EXPECT_TRUE(std::isnan(download(amax)[0])) << "amax " << download(amax)[0];
+      const auto got = download(d);
+      std::int64_t off = 0, finite_in_nan_row = 0;
+      for (std::int64_t i = 0; i < kM; ++i)
+        for (std::int64_t j = 0; j < kN; ++j) {
+          const auto e = static_cast<std::size_t>(i * kN + j);
+          if (i == nan_row) finite_in_nan_row += !std::isnan(got[e]);
+          else off += !(std::abs(got[e] - want.out.data[e]) <= e4m3_step(want.out.data[e]));
+        }
+      EXPECT_EQ(finite_in_nan_row, 0) << "elements of the NaN row not NaN (zeroed D: " << !poisoned << ")";
+      if (poisoned) {
+        EXPECT_EQ(off, 0) << "elements of the other rows farther than one e4m3 step";
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmSm90, ::testing::Values(DType::BF16, DType::F16),

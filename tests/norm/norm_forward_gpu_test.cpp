@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <tuple>
 #include <vector>
 
@@ -520,6 +521,76 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
     if (kind == NormKind::RmsNorm && s.n >= 18432) {
       check_quantize(kind, dt, s, seed + 13, true, false, -3.0f, 3.0f);
       check_quantize(kind, dt, s, seed + 17, false, false, 100.0f, 104.0f);
+    }
+  }
+}
+
+// A NaN in one row of x makes that row's scale NaN and the tensor's amax NaN (device/amax.cuh:
+// fmaxf dropped it, giving the row scale 1 and the amax of the other rows), on rows of a warp,
+// of CTAs (one and several rows per group), of clusters, and RMSNorm's folded amax (no bias);
+// every other row still matches the reference, so the NaN reaches no other row's reductions.
+TEST_P(NormForwardGpu, ANaNRowGetsANaNScaleAndAmax) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  constexpr double kE4m3Max = 448.0;
+  for (const Shape& s : {Shape{10, 99, 99}, Shape{8, 2000, 2000}, Shape{901, 1024, 1024}, Shape{301, 4096, 4104},
+                         Shape{133, 12288, 12288}, Shape{7, 26624, 26624}, Shape{5, 40960, 40960},
+                         Shape{3, 65536, 65536}}) {
+    if (!supported<device::QuantizingRows>(dt, s)) continue;
+    for (const bool with_bias : {true, false}) {
+      const auto nan_row = static_cast<std::int64_t>(seed % static_cast<std::uint64_t>(s.rows));
+      const auto nan_col = static_cast<std::int64_t>(seed / 7 % static_cast<std::uint64_t>(s.n));
+      SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << (with_bias ? " with bias" : "") << ", NaN at ("
+                                        << nan_row << ", " << nan_col << ")");
+      Padded x(dt, s), q(DType::E4M3, s);
+      DeviceTensor weight(dt, {s.n}), bias(dt, {s.n}), row_scale(DType::F32, {s.rows}),
+          tensor_scale(DType::F32, {1}), amax(DType::F32, {1});
+      fill_uniform(x.view, seed, -3.0f, 3.0f);
+      fill_uniform(weight, seed + 1, -2.0f, 2.0f);
+      fill_uniform(bias, seed + 2, -1.0f, 1.0f);
+      std::vector<double> hx = download(x.view);
+      hx[static_cast<std::size_t>(nan_row * s.n + nan_col)] = std::numeric_limits<double>::quiet_NaN();
+      upload(hx, x.view);
+      const auto want = reference::norm_forward(kind, to_matrix(x.view), download(weight),
+                                                with_bias ? download(bias) : std::vector<double>{}, kEps);
+
+      poison(q.view);
+      poison(row_scale);
+      NormQuantizeArgs a;
+      a.norm.kind = kind;
+      a.norm.x = x.view;
+      a.norm.weight = weight;
+      if (with_bias) a.norm.bias = bias;
+      a.norm.y = q.view;
+      a.norm.eps = kEps;
+      a.scale_mode = Fp8ScaleMode::PerRow;
+      a.scale = row_scale;
+      norm_quantize_forward(a);
+      const auto hq = download(q.view), hs = download(row_scale);
+      EXPECT_TRUE(std::isnan(hs[static_cast<std::size_t>(nan_row)])) << "scale of the NaN row";
+      std::vector<double> got, rest;
+      double want_amax = 0;
+      for (std::int64_t r = 0; r < s.rows; ++r) {
+        if (r == nan_row) continue;
+        for (std::int64_t j = 0; j < s.n; ++j) {
+          const auto e = static_cast<std::size_t>(r * s.n + j);
+          got.push_back(hq[e] * hs[static_cast<std::size_t>(r)]);
+          rest.push_back(want.y.data[e]);
+          want_amax = std::max(want_amax, std::abs(want.y.data[e]));
+        }
+      }
+      EXPECT_LE(rel_l2(got, rest), bench::tolerance(DType::E4M3)) << "the other rows";
+
+      // Per tensor, with amax recorded.
+      upload(std::vector<double>{want_amax / kE4m3Max}, tensor_scale);
+      upload(std::vector<double>{0.0}, amax);
+      a.scale_mode = Fp8ScaleMode::PerTensor;
+      a.scale = tensor_scale;
+      a.amax = amax;
+      norm_quantize_forward(a);
+      EXPECT_TRUE(std::isnan(download(amax)[0])) << "amax " << download(amax)[0];
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,49 @@ TEST_P(PointwiseChainGpu, LongRowsPaddedOutputsAndLargeInputs) {
                           {64, 1024, 1024, 0, kMagnitude}};
   for (const Shape& s : shapes)
     for (std::size_t c = 0; c < chains.size(); ++c) check_chain(dt, chains[c].chain, s, seed + 16 * c);
+}
+
+// A NaN in x makes the amax NaN (device/amax.cuh: fmaxf dropped it, and the amax said the largest
+// finite value), on the compiled vector path (aligned rows) and the element-by-element one (odd
+// rows); every other element of y still matches the reference.
+TEST_P(PointwiseChainGpu, ANaNReachesTheAmax) {
+  FUSEKIT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  const EpilogueSpec chain = EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3();
+  constexpr double kQuantScale = 16.0;
+  for (const Shape& s : {Shape{64, 256, 256}, Shape{37, 130, 130}}) {
+    const std::size_t nan_at = seed % static_cast<std::size_t>(s.rows * s.cols);
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols << ", NaN at element " << nan_at);
+    Strided x(dt, s.rows, s.cols, s.ld), y(DType::E4M3, s.rows, s.cols, s.cols);
+    DeviceTensor bias(dt, {s.cols}), quant(DType::F32, {1}), amax(DType::F32, {1});
+    fill_uniform(x.view, seed, -s.magnitude, s.magnitude);
+    fill_uniform(bias, seed + 1, -2.0f, 2.0f);
+    auto host_x = download(x.view);
+    host_x[nan_at] = std::numeric_limits<double>::quiet_NaN();
+    upload(host_x, x.view);
+    upload(std::vector<double>{kQuantScale}, quant);
+    upload(std::vector<double>{0.0}, amax);
+    poison(y.view);
+    PointwiseChainArgs a{chain, x.view, {}, y.view};
+    a.tensors.bias = bias;
+    a.tensors.quant_scale = static_cast<const float*>(quant.data());
+    a.tensors.amax = static_cast<float*>(amax.data());
+    pointwise_chain(a);
+
+    reference::EpilogueInputs in;
+    in.bias = download(bias);
+    in.quant_scale = kQuantScale;
+    const auto want = reference::apply_epilogue(chain, to_matrix(x.view), in);
+    EXPECT_TRUE(std::isnan(want.amax)) << "the reference keeps the NaN too";
+    EXPECT_TRUE(std::isnan(download(amax)[0])) << "amax " << download(amax)[0];
+    auto got = download(y.view);
+    auto rest = want.out.data;
+    got.erase(got.begin() + static_cast<std::ptrdiff_t>(nan_at));
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(nan_at));
+    EXPECT_LE(rel_l2(got, rest), kE4m3Tolerance) << "the other elements";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, PointwiseChainGpu, ::testing::Values(DType::F32, DType::F16, DType::BF16),

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "fusekit/device/amax.cuh"
 #include "fusekit/device/epilogue/chain.cuh"
 #include "fusekit/device/row/row_tile.cuh"
 
@@ -114,7 +115,7 @@ __device__ __forceinline__ void apply_op(const Chain& c, const ChainNode& node, 
     for (int b = 0; b < kVec; ++b)
 #pragma unroll
       for (int e = 0; e < kE; ++e) {
-        amax = fmaxf(amax, fabsf(v[b][e]));
+        amax = amax_step(amax, v[b][e]);
         v[b][e] *= scale;  // rounded to e4m3 by the store
       }
   } else if constexpr (kOp == EpilogueOp::GeluTanh) {
@@ -153,15 +154,6 @@ __device__ inline void apply_node(const Chain& c, const ChainNode& node, float (
     // Any other op is position-independent: Scale stands for all of them (apply_op's last branch).
     default: return apply_op<EpilogueOp::Scale, T, kE, kVec>(c, node, v, at, operands, amax);
   }
-}
-
-// *address = max(*address, the warp's values): one atomic per warp, every lane taking part.
-// NOTE: non-negative floats order like their bit patterns, so an integer atomicMax is a float max.
-__device__ inline void chain_amax(float* address, float value) {
-#pragma unroll
-  for (int mask = kWarpThreads / 2; mask > 0; mask /= 2)
-    value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, mask));
-  if (threadIdx.x % kWarpThreads == 0) atomicMax(reinterpret_cast<int*>(address), __float_as_int(value));
 }
 
 // A gated node on a block: v = act(v) ⊙ up, act = SiLU (SwiGlu) or GELU (GeGlu).

@@ -94,7 +94,7 @@ __device__ __forceinline__ int nodes_before_store(const Params& p) {
 
 // q = e4m3(x · quant_scale), amax = max|x|: D's element at `at` from x.
 __device__ __forceinline__ void store_quantized(__nv_fp8_e4m3* at, float x, float scale, float& amax) {
-  amax = fmaxf(amax, fabsf(x));
+  amax = amax_step(amax, x);
   *at = float_to_e4m3(x * scale);
 }
 
@@ -276,7 +276,7 @@ __device__ __forceinline__ void store_full_chunks(const Params& p, const float* 
         if (!out.live[b]) continue;
 #pragma unroll
         for (int e = 0; e < kE; ++e) {
-          amax = fmaxf(amax, fabsf(v[b][e]));
+          amax = amax_step(amax, v[b][e]);
           v[b][e] *= scale;
         }
         *reinterpret_cast<uint2*>(static_cast<__nv_fp8_e4m3*>(p.d) + std::int64_t{out.row[b]} * p.ldd + j0) =
@@ -440,7 +440,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   float amax = 0.0f;  // max|x| before a final quantize node, over this thread's outputs
   if (p.chain.gate < p.chain.count) store_tile<T, ChainShape::Gated>(p, tile, m0, tn, cols, amax);
   else store_tile<T, ChainShape::Plain>(p, tile, m0, tn, cols, amax);
-  if (p.output == Output::E4M3 && p.chain.amax != nullptr) chain_amax(p.chain.amax, amax);
+  if (p.output == Output::E4M3 && p.chain.amax != nullptr) warp_atomic_amax(p.chain.amax, amax);
 }
 
 }  // namespace fusekit::device::portable

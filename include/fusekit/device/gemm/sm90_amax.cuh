@@ -1,12 +1,15 @@
 #pragma once
 // An epilogue visitor node of the Hopper kernel: amax = max |x| over the matrix's elements (those
-// inside M × N only: rows and columns past them hold whatever the tree made of zeros), x passed on
-// unchanged. Each warp reduces its values and one lane takes an atomic max into *amax, into the
-// caller's value as the portable kernel does (CUTLASS's scalar reduction resets it at every
-// launch and takes an atomic per thread). Null amax: nothing is reduced.
+// inside M × N only: rows and columns past them hold whatever the tree made of zeros), NaN kept
+// (device/amax.cuh), x passed on unchanged. Each warp reduces its values and one lane takes an
+// atomic max into *amax, into the caller's value as the portable kernel does (CUTLASS's scalar
+// reduction resets it at every launch, takes an atomic per thread and drops NaN). Null amax:
+// nothing is reduced.
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp>
+
+#include "fusekit/device/amax.cuh"
 
 namespace fusekit::device::sm90 {
 
@@ -65,7 +68,7 @@ struct Sm90AbsMax {
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < FragmentSize; ++i)
           if (cute::elem_less(subtile(epi_v * FragmentSize + i), residue))
-            thread_max = fmaxf(thread_max, fabsf(static_cast<float>(x[i])));
+            thread_max = amax_step(thread_max, static_cast<float>(x[i]));
       }
       return x;
     }
@@ -73,9 +76,7 @@ struct Sm90AbsMax {
     // Every consumer thread ends each tile here, so whole warps take part in the reduction.
     CUTLASS_DEVICE void end() {
       if (amax == nullptr) return;
-      // |x| ≥ 0, whose bits order as unsigned integers do.
-      const unsigned warp_max = __reduce_max_sync(0xffffffffu, __float_as_uint(thread_max));
-      if (cutlass::canonical_lane_idx() == 0) atomicMax(reinterpret_cast<unsigned*>(amax), warp_max);
+      warp_atomic_amax(amax, thread_max);
     }
   };
 

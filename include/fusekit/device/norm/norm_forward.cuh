@@ -248,25 +248,21 @@ struct AddOperands {
 // Chunks per batch of a reread row's residual add.
 inline constexpr int kRereadAddBatch = RereadRowTile<float, RereadRows>::kBatch / 2;
 
-// NOTE: non-negative floats order like their bit patterns, so an integer atomicMax is a float max.
-__device__ inline void atomic_max_nonnegative(float* address, float value) {
-  atomicMax(reinterpret_cast<int*>(address), __float_as_int(value));
-}
-
 // The factor a quantizing row's stores take, q = y·factor: 448/amax (PerRow; the row's scale,
 // amax/448, written by its leader) or 1/scale (PerTensor). amax: the row's max |y| (all-reduced),
 // folded into the tensor's amax where asked for; unused for PerTensor without it.
 // NOTE: the stores take 448/amax: one division instead of two (1/scale; measured neutral, session
-// 12). An all-zero row gets scale 1 (any scale represents it; 0 would not invert).
+// 12). An all-zero row gets scale 1 (any scale represents it; 0 would not invert); a row with a
+// NaN gets a NaN amax (device/amax.cuh), so a NaN scale and NaN codes.
 __device__ inline float quantize_factor(const NormForwardParams& p, float amax, bool leader, std::int64_t row) {
-  if (leader && p.amax) atomic_max_nonnegative(p.amax, amax);
+  if (leader && p.amax) atomic_amax(p.amax, amax);
   if (p.quant == QuantScale::PerTensor) return 1.0f / *p.tensor_scale;
-  if (leader) p.row_scale[row] = amax > 0.0f ? amax / kE4m3Max : 1.0f;
+  if (leader) p.row_scale[row] = amax == 0.0f ? 1.0f : amax / kE4m3Max;
   // NOTE: an approximate quotient (within 2 ulp; the conversion saturates at 448 all the same):
   // the exact division's fix-ups cost every thread of every row ~10 instructions. __fdividef
   // returns 0 for divisors beyond 2^126, which take the exact one. With AmaxOp's redux: LayerNorm
   // → e4m3 +1.6 % at 32768×4096 bf16, +2.9 % at 12288, 2.1 % fewer instructions (session 22).
-  return amax > 0.0f ? (amax < kFastDivisorMax ? __fdividef(kE4m3Max, amax) : kE4m3Max / amax) : 1.0f;
+  return amax == 0.0f ? 1.0f : (amax < kFastDivisorMax ? __fdividef(kE4m3Max, amax) : kE4m3Max / amax);
 }
 
 // The all-reduce of call site kSlot for the row of loop iteration `parity` (0 or 1): a CTA that
@@ -495,7 +491,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
       for (int e = 0; e < kE; ++e) {
         if (!element_in_row<kAccess>(c, e, n)) continue;
         stats.sum += hv[e] * hv[e];
-        stats.max = fmaxf(stats.max, fabsf(hw[e]));
+        stats.max = amax_step(stats.max, hw[e]);
       }
     });
     stats = norm_allreduce<2>(stats, SumMaxOp{}, p.layout, parity);
@@ -521,7 +517,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
         for_each_affine(kReadAgain, mean, rstd, 1.0f, [&](int, int c, const Pack<T, kE>&, const float (&y)[kE]) {
 #pragma unroll
           for (int e = 0; e < kE; ++e)
-            if (element_in_row<kAccess>(c, e, n)) amax = fmaxf(amax, fabsf(y[e]));
+            if (element_in_row<kAccess>(c, e, n)) amax = amax_step(amax, y[e]);
         });
         amax = norm_allreduce<3>(amax, AmaxOp{}, p.layout, parity);
       }

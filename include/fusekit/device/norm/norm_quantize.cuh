@@ -326,7 +326,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
       if constexpr (kQuantizes)
 #pragma unroll
         for (int e = 0; e < kE; ++e)
-          partial_amax[e % kAmaxChains] = fmaxf(partial_amax[e % kAmaxChains], fabsf(v[i][e]));
+          partial_amax[e % kAmaxChains] = amax_step(partial_amax[e % kAmaxChains], v[i][e]);
     }
   };
   // NOTE: AffineForm::Folded reads no kCentred: the shift carries the mean.
@@ -341,7 +341,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   if constexpr (kQuantizes) {
     float amax = partial_amax[0];
 #pragma unroll
-    for (int j = 1; j < kAmaxChains; ++j) amax = fmaxf(amax, partial_amax[j]);
+    for (int j = 1; j < kAmaxChains; ++j) amax = amax_join(amax, partial_amax[j]);
     if (p.quant == QuantScale::PerRow || p.amax != nullptr)
       amax = allreduce(std::integral_constant<int, 3>{}, amax, AmaxOp{});
     inv_scale = quantize_factor(p, amax, leader, row);
@@ -424,7 +424,7 @@ __device__ __forceinline__ void rms_quantize_packed_row(const NormForwardParams&
 #pragma unroll
     for (int e = 0; e < kPart; ++e) {
       stats.sum += x[e] * x[e];
-      stats.max = fmaxf(stats.max, fabsf(x[e] * w[e]));
+      stats.max = amax_step(stats.max, x[e] * w[e]);
     }
     return stats.max;
   });

@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(kChainThreads, kChainMinCtas) pointwise_chain_
     }
   }
   if constexpr (!std::is_same_v<Out, T>) {
-    if (c.amax != nullptr) chain_amax(c.amax, amax);
+    if (c.amax != nullptr) warp_atomic_amax(c.amax, amax);
   }
 }
 

@@ -22,6 +22,7 @@
 namespace fusekit::device {
 
 inline constexpr int kWarpThreads = 32;
+inline constexpr unsigned kFullWarpMask = 0xFFFFFFFFu;  // every lane of a warp
 inline constexpr int kChunkBytes = 16;      // one 128-bit load or store per chunk
 inline constexpr int kMaxRowThreads = 1024;  // the CTA size limit
 inline constexpr int kMinBlockThreads = 128;  // short rows are packed into CTAs of at least this

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "fusekit/device/amax.cuh"
 #include "fusekit/device/row/row_config.hpp"
 #include "fusekit/device/row/row_tile.cuh"
 
@@ -20,11 +21,10 @@ struct SumOp {
   // lanes past a row's warps).
   __device__ static float identity() { return 0.0f; }
 };
-// The max of magnitudes (non-negative floats, never NaN: an amax). NOTE: their bit patterns order
-// like their values, so a warp takes the max in one integer redux (sm_80+) instead of five
-// shuffles and five maxes.
+// The max of magnitudes (non-negative floats or NaN: an amax, NaN kept; device/amax.cuh). A warp
+// takes it in one integer redux (sm_80+) instead of five shuffles and five maxes.
 struct AmaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+  __device__ float operator()(float a, float b) const { return amax_join(a, b); }
   __device__ static float identity() { return 0.0f; }
 };
 
@@ -62,11 +62,9 @@ struct SumMax {
   float max;
 };
 struct SumMaxOp {
-  __device__ SumMax operator()(const SumMax& a, const SumMax& b) const { return {a.sum + b.sum, fmaxf(a.max, b.max)}; }
+  __device__ SumMax operator()(const SumMax& a, const SumMax& b) const { return {a.sum + b.sum, amax_join(a.max, b.max)}; }
   __device__ static SumMax identity() { return {0.0f, 0.0f}; }  // the max is of magnitudes
 };
-
-constexpr unsigned kFullWarpMask = 0xFFFFFFFFu;
 
 // A warp shuffle of each 32-bit word of v (the reduced values are floats or structs of them).
 template <class V, class Shuffle>
@@ -124,7 +122,7 @@ __device__ __forceinline__ V warp_allreduce(V v, Op op, const RowLayout& layout)
     // Rows of a warp or more (every 16-bit row of 256 columns and up) skip the per-step lane
     // test (LayerNorm → e4m3 +3 % at 32768×4096 bf16, session 12).
     if constexpr (std::is_same_v<Op, AmaxOp>) {
-      v = __uint_as_float(__reduce_max_sync(kFullWarpMask, __float_as_uint(v)));
+      v = warp_amax(v);
     } else {
 #pragma unroll
       for (int mask = kWarpThreads / 2; mask > 0; mask /= 2) v = op(v, shuffle_xor(v, mask));
@@ -155,9 +153,8 @@ __device__ __forceinline__ V combine_row_warps(V v, Op op, int warps, int first,
   if (lane == 0) partial[warp] = v;
   sync();
   if constexpr (kCombine == WarpCombine::Butterfly && std::is_same_v<Op, AmaxOp>) {
-    // Bits of magnitudes order like their values: 0 past the row's warps.
-    const float part = lane < warps ? partial[first + lane] : 0.0f;
-    return __uint_as_float(__reduce_max_sync(kFullWarpMask, __float_as_uint(part)));
+    // 0 past the row's warps.
+    return warp_amax(lane < warps ? partial[first + lane] : 0.0f);
   }
   // NOTE: the usual warp counts take independent loads and a fixed tree: the counted loop's
   // trip-count arithmetic and branches were ~20 instructions per reduction, and the quantizing
