@@ -88,6 +88,7 @@ struct AffineSource {
   const T* weight;
   const T* bias;
   int n;
+  static constexpr bool kFromL2 = true;
 
   __device__ AffineSource(const NormForwardParams& p, const RowSlot&, int n_live)
       : weight(static_cast<const T*>(p.weight)), bias(static_cast<const T*>(p.bias)), n(n_live) {}
@@ -104,6 +105,7 @@ struct AffineSource<Residence::Shared, T, Config> {
   using Tile = SharedRowTile<T, Config>;
   Tile weight, bias;
   bool has_weight, has_bias;
+  static constexpr bool kFromL2 = false;
 
   // Starts the copies into planes 0 and 1 (only those used) as one cp.async group, empty without
   // weight and bias: the CTA's first row waits for it with its own.
@@ -240,6 +242,11 @@ inline constexpr int kRereadAffineBatch =
     RereadRowTile<float, RereadRows>::kBatch /
     (Terms::kWeight && Terms::kBias ? 4 : Terms::kWeight || Terms::kBias ? 2 : 1) /
     (std::is_same_v<Out, __nv_fp8_e4m3> && !kHardwareE4m3 ? 2 : 1);
+// Chunks per batch of the passes over y of a row staged in shared memory whose weight and bias
+// come from L2 (norm_forward_kernel): its CTAs take up to 128 registers (two per SM), room for
+// eight chunks' weight and bias in flight per thread, where one at a time left each chunk waiting
+// on an L2 round trip (LayerNorm → e4m3 at 131072 bf16 columns: two such passes per row).
+inline constexpr int kStagedAffineBatch = 8;
 // A chunk of a reread row and of its residual, loaded together.
 template <class T, int kE>
 struct AddOperands {
@@ -331,6 +338,7 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
   // 32768×4096 bf16); each thread stores only the chunks it has read, so in place is safe.
   T* residual_out = residual != nullptr ? p.residual_out.row<T>(row, p.rows_per_batch) : nullptr;
   constexpr bool kRereads = Tile::kResidence == Residence::Reread;
+  constexpr bool kBatched = kRereads || (Tile::kResidence == Residence::Shared && Affine::kFromL2);
   constexpr std::integral_constant<RowRead, RowRead::Again> kReadAgain{};
   // Σh and Σh² of a reread row's residual add (the sums of the h it stores, rounded to T): the
   // statistics ride in the add pass, so the row is read back once (for the output), not twice.
@@ -388,13 +396,15 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
     with_affine_terms<kForms>(p, [&](auto terms) {
       using Terms = decltype(terms);
       const float row_scale = Terms::kBias ? scale : scale * out_scale;
-      if constexpr (kRereads) {
+      if constexpr (kBatched) {
         // A batch's row chunks, weights and biases are all loaded before its first store.
-        for_chunk_batches<Tile, kRereadAffineBatch<Terms, Out>, BatchTail::Clamped>(
+        constexpr int kBatch = kRereads ? kRereadAffineBatch<Terms, Out> : kStagedAffineBatch;
+        for_chunk_batches<Tile, kBatch, BatchTail::Clamped>(
             at.slot, n,
             [&](int i, int c) {
               AffineOperands<T, kE> d;
-              d.h = decltype(read)::value == RowRead::Last ? h.get_at(c) : h.get_kept_at(c);
+              if constexpr (kRereads) d.h = decltype(read)::value == RowRead::Last ? h.get_at(c) : h.get_kept_at(c);
+              else d.h = h.get(i);
               affine.template chunk<kAccess, Terms::kWeight, Terms::kBias>(i, c, d.w, d.b);
               return d;
             },
@@ -408,14 +418,17 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
               f(i, c, d.h, y);
             });
       } else {
-        // The quantizing Any form on eight or more chunks per thread (the staged rows' sixteen;
-        // norm_quantize_kernel does the same) chains each chunk's weight
+        // The quantizing Any form on eight or more chunks per thread in registers (norm_quantize_kernel
+        // does the same) chains each chunk's weight
         // and bias loads behind the previous chunk's result (an empty asm dependency on its
         // address), so ptxas cannot hoist every chunk's loads to the top: their 64 registers
         // spilled it at 96, and at 128 its CTAs were one per SM fewer.
         // NOTE: measured on the H200 (session 19, LayerNorm → e4m3 bf16, GB/s): 2670 → 2767 at
         // 2048 columns, 2312 → 2508 at 6144, 2659 → 2811 at 8192 (96 against 128 registers).
-        constexpr bool kChained = !std::is_same_v<T, Out> && kForms == NormForms::Any && Tile::kChunks >= 8;
+        // Rows staged in shared memory with their weight and bias (norm_forward_staged_kernel)
+        // hold no chunk in registers: unchained, nothing spills there.
+        constexpr bool kChained = !std::is_same_v<T, Out> && kForms == NormForms::Any && Tile::kChunks >= 8 &&
+                                  Tile::kResidence == Residence::Registers;
         const auto chunks = [&](auto folded) {
           constexpr bool kFolded = decltype(folded)::value;
           const float shift = -centre * row_scale;
