@@ -18,6 +18,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "fusekit/device/amax.cuh"
 #include "fusekit/device/convert.cuh"
 #include "fusekit/device/epilogue/chain_block.cuh"
 #include "fusekit/device/mma_sync.cuh"

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "fusekit/device/amax.cuh"
 #include "fusekit/device/epilogue/chain_block.cuh"
 
 namespace fusekit::device {
