@@ -243,10 +243,12 @@ inline constexpr int kRereadAffineBatch =
     (Terms::kWeight && Terms::kBias ? 4 : Terms::kWeight || Terms::kBias ? 2 : 1) /
     (std::is_same_v<Out, __nv_fp8_e4m3> && !kHardwareE4m3 ? 2 : 1);
 // Chunks per batch of the passes over y of a row staged in shared memory whose weight and bias
-// come from L2 (norm_forward_kernel): its CTAs take up to 128 registers (two per SM), room for
-// eight chunks' weight and bias in flight per thread, where one at a time left each chunk waiting
-// on an L2 round trip (LayerNorm → e4m3 at 131072 bf16 columns: two such passes per row).
-inline constexpr int kStagedAffineBatch = 8;
+// come from L2 (norm_forward_kernel), where chunk by chunk each waited on an L2 round trip.
+// NOTE: measured on an H100 (session 41, bf16, 2^27 elements, GB/s): LayerNorm → e4m3 at 131072
+// columns 713 chunk by chunk, 1800 in batches of four (72–80 registers: three CTAs per SM, as
+// many as the staged rows' shared memory allows), 1555 in batches of eight (113–128 registers:
+// two CTAs per SM); 262144 703 / 1690 / 1394.
+inline constexpr int kStagedAffineBatch = 4;
 // A chunk of a reread row and of its residual, loaded together.
 template <class T, int kE>
 struct AddOperands {
