@@ -199,6 +199,15 @@ bool sliced_rows(const NormForwardJob& job, std::int64_t n) {
          n / kSliceColumns <= device::kMaxSplitCtas;
 }
 
+// LayerNorm rows past the slices: a cluster of kMaxSplitCtas CTAs of 8 warps (131072 columns: two
+// CTAs per SM) or 16 (262144: one), each CTA's slice and its bf16 weight and bias in shared memory,
+// where they were staged a CTA per slice with the weight and bias read from L2 in every pass.
+constexpr ColumnRange kLayerNormFp8Long{131072, 262144};
+constexpr int kLongSliceThreads = 8 * device::kWarpThreads;
+bool long_sliced_rows(const NormForwardJob& job, std::int64_t n) {
+  return job.norm.kind == NormKind::LayerNorm && kLayerNormFp8Long.holds(n);
+}
+
 // Where rows past 32768 columns take one CTA of more than 512 threads (one group of 18–20 warps at
 // kEightDenseRegisters, one row buffer) rather than a cluster of two CTAs (LayerNorm: of 9 warps,
 // one group per SM) or two passes over L2 (RMSNorm): where the weight (and bias) as bf16 and one
@@ -236,7 +245,8 @@ bool wide_eight(const NormForwardJob& job, std::int64_t n) {
 
 ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   const bool eight = job.norm.kind == NormKind::LayerNorm
-                         ? kLayerNormFp8Eight.holds(n) || kLayerNormFp8Wide.holds(n) || kLayerNormFp8Pair.holds(n)
+                         ? kLayerNormFp8Eight.holds(n) || kLayerNormFp8Wide.holds(n) || kLayerNormFp8Pair.holds(n) ||
+                               long_sliced_rows(job, n)
                          : kRmsNormFp8EightPersistent.holds(n) || kRmsNormFp8EightLong.holds(n) ||
                                kRmsNormFp8Wide.holds(n) || kRmsNormFp8Pair.holds(n) || packed_rms(job, n);
   return eight ? ThreadChunks::Eight : ThreadChunks::OpConfig;
@@ -253,6 +263,9 @@ device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) 
   if (sliced_rows(job, n))
     return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas(),
                                                       kSliceThreads);
+  if (long_sliced_rows(job, n))
+    return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas(),
+                                                      kLongSliceThreads);
   if (wide_eight(job, n))
     return device::plan_rows<device::RowConfig<device::QuantizingRows8::kChunks>>(n, sizeof(__nv_bfloat16), 1,
                                                                                   device::kMaxRowThreads);
@@ -511,7 +524,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                 return go_split(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                         RowBuffers::Two, kNative, kPairCtas>);
               }
-              // Slices (sliced_rows: one row buffer each).
+              // Slices (sliced_rows, long_sliced_rows: one row buffer each).
               const auto go_slices = [&](auto ctas) {
                 return go_split(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                         RowBuffers::One, kNative, decltype(ctas)::value>);

@@ -498,7 +498,8 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // rows of 36864 columns and RMSNorm's of 36864 and 40960 on one CTA of 18 and 20 warps (one row
 // buffer); LayerNorm's of 40960–65536 columns split over clusters of five to eight CTAs of four
 // warps (slices, one row buffer each), LayerNorm's of 45056 and 61440 and RMSNorm's of 65536 over
-// clusters of two CTAs (halves of 11, 15 and 16 warps; LayerNorm's of 61440 with one row buffer);
+// clusters of two CTAs (halves of 11, 15 and 16 warps; LayerNorm's of 61440 with one row buffer),
+// LayerNorm's of 131072 and 262144 over clusters of eight CTAs of 8 and 16 warps;
 // RMSNorm's without a bias of 22528–28672 columns (two groups per SM) and of 49152 and 57344 (one
 // CTA of 24 and 28 warps) keep their rows packed (NormForms::RmsNormUnbiased, at 72 registers);
 // other rows of 24576 and more columns are read again from L2.
@@ -514,7 +515,8 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
                          Shape{555, 24576, 24576}, Shape{433, 26624, 26624}, Shape{377, 28672, 28672},
                          Shape{333, 32768, 32768}, Shape{171, 36864, 36864}, Shape{151, 40960, 40960},
                          Shape{163, 45056, 45056}, Shape{281, 49152, 49152}, Shape{271, 57344, 57344},
-                         Shape{149, 61440, 61440}, Shape{201, 65536, 65536}}) {
+                         Shape{149, 61440, 61440}, Shape{201, 65536, 65536}, Shape{71, 131072, 131072},
+                         Shape{37, 262144, 262144}}) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
     check_quantize(kind, dt, s, seed, true, true, -3.0f, 3.0f);
     check_quantize(kind, dt, s, seed + 7, false, true, 100.0f, 104.0f);
