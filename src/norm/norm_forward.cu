@@ -199,14 +199,12 @@ bool sliced_rows(const NormForwardJob& job, std::int64_t n) {
          n / kSliceColumns <= device::kMaxSplitCtas;
 }
 
-// LayerNorm rows past the slices: a cluster of kMaxSplitCtas CTAs of 8 warps (131072 columns: two
-// CTAs per SM) or 16 (262144: one), each CTA's slice and its bf16 weight and bias in shared memory,
+// Norm rows past the slices: a cluster of kMaxSplitCtas CTAs of 8 warps (131072 columns: two CTAs
+// per SM) or 16 (262144: one), each CTA's slice and its bf16 weight (and bias) in shared memory,
 // where they were staged a CTA per slice with the weight and bias read from L2 in every pass.
-constexpr ColumnRange kLayerNormFp8Long{131072, 262144};
+constexpr ColumnRange kNormFp8Long{131072, 262144};
 constexpr int kLongSliceThreads = 8 * device::kWarpThreads;
-bool long_sliced_rows(const NormForwardJob& job, std::int64_t n) {
-  return job.norm.kind == NormKind::LayerNorm && kLayerNormFp8Long.holds(n);
-}
+bool long_sliced_rows(std::int64_t n) { return kNormFp8Long.holds(n); }
 
 // Where rows past 32768 columns take one CTA of more than 512 threads (one group of 18–20 warps at
 // kEightDenseRegisters, one row buffer) rather than a cluster of two CTAs (LayerNorm: of 9 warps,
@@ -245,11 +243,10 @@ bool wide_eight(const NormForwardJob& job, std::int64_t n) {
 
 ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
   const bool eight = job.norm.kind == NormKind::LayerNorm
-                         ? kLayerNormFp8Eight.holds(n) || kLayerNormFp8Wide.holds(n) || kLayerNormFp8Pair.holds(n) ||
-                               long_sliced_rows(job, n)
+                         ? kLayerNormFp8Eight.holds(n) || kLayerNormFp8Wide.holds(n) || kLayerNormFp8Pair.holds(n)
                          : kRmsNormFp8EightPersistent.holds(n) || kRmsNormFp8EightLong.holds(n) ||
                                kRmsNormFp8Wide.holds(n) || kRmsNormFp8Pair.holds(n) || packed_rms(job, n);
-  return eight ? ThreadChunks::Eight : ThreadChunks::OpConfig;
+  return eight || long_sliced_rows(n) ? ThreadChunks::Eight : ThreadChunks::OpConfig;
 }
 
 // The shared memory norm_quantize_persistent_kernel's CTA may take: all an sm_90 CTA may opt into
@@ -263,7 +260,7 @@ device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) 
   if (sliced_rows(job, n))
     return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas(),
                                                       kSliceThreads);
-  if (long_sliced_rows(job, n))
+  if (long_sliced_rows(n))
     return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas(),
                                                       kLongSliceThreads);
   if (wide_eight(job, n))
