@@ -499,7 +499,7 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // buffer); LayerNorm's of 40960–65536 columns split over clusters of five to eight CTAs of four
 // warps (slices, one row buffer each), LayerNorm's of 45056 and 61440 and RMSNorm's of 65536 over
 // clusters of two CTAs (halves of 11, 15 and 16 warps; LayerNorm's of 61440 with one row buffer),
-// LayerNorm's of 131072 and 262144 over clusters of eight CTAs of 8 and 16 warps;
+// LayerNorm's and RMSNorm's of 131072 and 262144 over clusters of eight CTAs of 8 and 16 warps;
 // RMSNorm's without a bias of 22528–28672 columns (two groups per SM) and of 49152 and 57344 (one
 // CTA of 24 and 28 warps) keep their rows packed (NormForms::RmsNormUnbiased, at 72 registers);
 // other rows of 24576 and more columns are read again from L2.
