@@ -285,11 +285,16 @@ TEST_P(FusedGemmPortable, QuantizedChainsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedGemmPortable, ::testing::Values(DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-class FusedGemmSm90 : public ::testing::TestWithParam<DType> {};
+// The Hopper kernel's tests: skipped (visibly) without a GPU, or on one that is not sm_90.
+class FusedGemmSm90 : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    FUSEKIT_REQUIRE_GPU();
+    if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
+  }
+};
 
 TEST_P(FusedGemmSm90, EveryCompiledChainMatchesReference) {
-  FUSEKIT_REQUIRE_GPU();
-  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
   FusedGemmHandle handle;
   const auto seed = testing::fresh_seed();
   const EpilogueSpec chains[] = {EpilogueSpec{}, EpilogueSpec{}.bias().gelu_tanh(),
@@ -310,8 +315,6 @@ TEST_P(FusedGemmSm90, EveryCompiledChainMatchesReference) {
 // tile. B is dense random, so every column of A·Bᵀ differs and a wrong pairing (or a wrong output
 // tile) cannot pass. Odd M and K; N from one tile (256) to nine (2304), N/2 the output's columns.
 TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
-  FUSEKIT_REQUIRE_GPU();
-  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
   FusedGemmHandle handle;
   const auto seed = testing::fresh_seed();
   // 1100×4608×328: 9×18 tiles (a second tile for some CTAs), 6 k-blocks; and padded D rows.
@@ -327,8 +330,6 @@ TEST_P(FusedGemmSm90, GatedChainMatchesReference) {
 // each activation, the clamp, R), with and without R, on odd, padded and multi-tile shapes. Row
 // and column scales are distinct per row and column, so a mis-indexed broadcast cannot pass.
 TEST_P(FusedGemmSm90, ScaleBiasActChainsMatchReference) {
-  FUSEKIT_REQUIRE_GPU();
-  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
   FusedGemmHandle handle;
   const auto seed = testing::fresh_seed();
   const EpilogueSpec chains[] = {
@@ -350,8 +351,6 @@ TEST_P(FusedGemmSm90, ScaleBiasActChainsMatchReference) {
 // multiple of 16 here; other N run on the portable kernel): whole tiles and the right edge (528 and
 // 2064 columns end 16 into a 256-column tile), R, rows past M kept out of amax.
 TEST_P(FusedGemmSm90, QuantizedScaleBiasActChainsMatchReference) {
-  FUSEKIT_REQUIRE_GPU();
-  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
   FusedGemmHandle handle;
   const auto seed = testing::fresh_seed();
   const DType dt = GetParam();
