@@ -201,7 +201,10 @@ bool sliced_rows(const NormForwardJob& job, std::int64_t n) {
 
 // Norm rows past the slices: a cluster of kMaxSplitCtas CTAs of 8 warps (131072 columns: two CTAs
 // per SM) or 16 (262144: one), each CTA's slice and its bf16 weight (and bias) in shared memory,
-// where they were staged a CTA per slice with the weight and bias read from L2 in every pass.
+// where they were staged a CTA per row with the weight and bias read from L2 in every pass.
+// NOTE: measured on the H200 (session 42, call 3, bf16, 2^27 elements, GB/s, staged → slices):
+// LayerNorm → e4m3 1913 → 3377, 1821 → 3109 at 131072 / 262144; RMSNorm → e4m3 2437 → 3743,
+// 2361 → 3435.
 constexpr ColumnRange kNormFp8Long{131072, 262144};
 constexpr int kLongSliceThreads = 8 * device::kWarpThreads;
 bool long_sliced_rows(std::int64_t n) { return kNormFp8Long.holds(n); }
