@@ -311,6 +311,40 @@ TEST_P(FusedGemmSm90, EveryCompiledChainMatchesReference) {
         check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, schedule);
 }
 
+// In place: D is R's own view (a pre-norm block's residual stream updated where it lies). Both
+// schedules read R through the epilogue's source stages, a subtile at a time: each must read every
+// element of R before a store of D overwrites it.
+TEST_P(FusedGemmSm90, ResidualInPlaceMatchesReference) {
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  const DType dt = GetParam();
+  const EpilogueSpec spec = EpilogueSpec{}.bias().gelu_tanh().residual();
+  const Shape shapes[] = {{333, 520, 200, 8}, {2100, 2056, 328}};
+  int i = 0;
+  for (auto schedule : {Sm90Schedule::Cooperative, Sm90Schedule::Pingpong})
+    for (const Shape& s : shapes) {
+      const std::uint64_t case_seed = seed + 8 * i++;
+      SCOPED_TRACE(::testing::Message() << "seed " << case_seed << " " << dtype_name(dt) << " M=" << s.m
+                                        << " N=" << s.n << " K=" << s.k << " pad " << s.pad << " schedule "
+                                        << static_cast<int>(schedule));
+      DeviceTensor a(dt, {s.m, s.k}), b(dt, {s.n, s.k}), bias(dt, {s.n}), rows(dt, {s.m, s.n + s.pad});
+      const TensorView y = TensorView::matrix(rows.data(), dt, s.m, s.n, s.n + s.pad);
+      fill_uniform(a, case_seed, -1, 1);
+      fill_uniform(b, case_seed + 1, -std::sqrt(3.0f / s.k), std::sqrt(3.0f / s.k));
+      fill_uniform(bias, case_seed + 2, -2, 2);
+      fill_uniform(rows, case_seed + 3, -1, 1);
+      reference::EpilogueInputs in;
+      in.bias = download(bias);
+      in.residual = to_matrix(y);
+      FusedGemmArgs g{a, b, y, spec, {}, schedule};
+      g.tensors.bias = bias;
+      g.tensors.residual = y;
+      EXPECT_EQ(fused_gemm(handle, g, GemmBackend::Sm90).backend, GemmBackend::Sm90);
+      const auto want = reference::apply_epilogue(spec, reference_product(a, b), in);
+      EXPECT_LE(rel_l2(download(y), want.out.data), bench::tolerance(dt));
+    }
+}
+
 // The gated kernels (SwiGLU, GeGLU): gate and up are the two halves of each 256-column mainloop
 // tile. B is dense random, so every column of A·Bᵀ differs and a wrong pairing (or a wrong output
 // tile) cannot pass. Odd M and K; N from one tile (256) to nine (2304), N/2 the output's columns.
