@@ -271,6 +271,18 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
                chain, GemmBackend::Sm90, Sm90Schedule::Cooperative);
     fused_rung("hopper_pp", "Level 2: the same with the pingpong schedule (a 128x128 tile per warpgroup, alternating)",
                chain, GemmBackend::Sm90, Sm90Schedule::Pingpong);
+    // Our kernel with no epilogue (D = acc), beside the gemm rung (cuBLAS's): what the chain's
+    // epilogue costs ours, and how far our mainloop is from cuBLAS's.
+    if (!with_residual)
+      ladder.rungs.push_back(Rung{
+          "hopper_gemm", "the Cooperative kernel with no epilogue (peer line)",
+          [s](cudaStream_t st) {
+            FusedGemmArgs g{s->x, s->w, s->y_gemm, EpilogueSpec{}, {}, Sm90Schedule::Cooperative};
+            fused_gemm(s->fused, g, GemmBackend::Sm90, st);
+          },
+          [s](cudaStream_t st) { poison(s->y_gemm, st); },
+          [s, what] { return check_rows(*s, s->y_gemm, s->expected_gemm.d, what); }, flops,
+          esz * (m * k + n * k + m * n)});
     // The same maths written 1·acc first, which only the scale-bias-activation kernel has: what
     // its run-time parameters and broadcasts cost against the chain's own kernel.
     EpilogueSpec generic;
