@@ -271,6 +271,10 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
                chain, GemmBackend::Sm90, Sm90Schedule::Cooperative);
     fused_rung("hopper_pp", "Level 2: the same with the pingpong schedule (a 128x128 tile per warpgroup, alternating)",
                chain, GemmBackend::Sm90, Sm90Schedule::Pingpong);
+    fused_rung("hopper_deferred",
+               "Level 2: the cooperative mainloop with a deferred epilogue (three producer warps apply GELU and the "
+               "residual under the next tile's mainloop)",
+               chain, GemmBackend::Sm90, Sm90Schedule::Deferred);
     // Our kernel with no epilogue (D = acc), beside the gemm rung (cuBLAS's): what the chain's
     // epilogue costs ours, and how far our mainloop is from cuBLAS's.
     if (!with_residual)

@@ -28,6 +28,8 @@ enum class Sm90Schedule : std::uint8_t {
   Auto,         // Cooperative (faster than Pingpong at every ladder shape; docs/performance.md)
   Cooperative,  // both warpgroups on one 128×256 tile
   Pingpong,     // one 128×128 tile each, alternating: one's epilogue hides under the other's MMAs
+  Deferred,     // Cooperative's tile, handed to three producer warps that apply the activation and
+                // residual under the next tile's mainloop (bias → GELU chains only)
 };
 
 // The gate block of the Hopper kernel's gated chains: EpilogueSpec{}.swiglu(kSm90GateBlock) and

@@ -76,8 +76,8 @@ Shape validate(const FusedGemmArgs& g) {
   require(m > 0 && n > 0 && k > 0, "M, N, K", "all positive", fmt::format("{}, {}, {}", m, n, k));
   check::shape("d", g.d, {m, epilogue_output_columns(g.epilogue, n)});
   require(g.schedule == Sm90Schedule::Auto || g.schedule == Sm90Schedule::Cooperative ||
-              g.schedule == Sm90Schedule::Pingpong,
-          "schedule", "Auto, Cooperative or Pingpong", static_cast<int>(g.schedule));
+              g.schedule == Sm90Schedule::Pingpong || g.schedule == Sm90Schedule::Deferred,
+          "schedule", "Auto, Cooperative, Pingpong or Deferred", static_cast<int>(g.schedule));
   validate(g.epilogue, g.tensors, m, n);
   for (auto [name, t] : {std::pair{"epilogue bias", &g.tensors.bias}, {"epilogue residual", &g.tensors.residual},
                          {"epilogue source", &g.tensors.source}, {"epilogue aux", &g.tensors.aux}})

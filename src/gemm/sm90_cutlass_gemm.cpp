@@ -78,6 +78,8 @@ std::optional<Chain> match_chain(const EpilogueSpec& spec) {
 }
 
 std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule) {
+  if (schedule == Sm90Schedule::Deferred)
+    return chain == Chain::BiasGelu || chain == Chain::BiasGeluResidual ? std::string_view{} : kDeferredChainsOnly;
   if (schedule != Sm90Schedule::Pingpong) return {};
   if (chain == Chain::SwiGlu || chain == Chain::GeGlu) return kGatedScheduleOnly;
   if (is_scale_bias_act(chain)) return kScaleBiasActScheduleOnly;
@@ -86,6 +88,7 @@ std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule) {
 
 std::size_t workspace_bytes(Chain chain, Sm90Schedule schedule, const Problem& p) {
   if (is_scale_bias_act(chain)) return workspace_bytes_scale_bias_act(chain, p);
+  if (schedule == Sm90Schedule::Deferred) return 0;
   return schedule == Sm90Schedule::Cooperative ? workspace_bytes_cooperative(chain, p)
                                                : workspace_bytes_pingpong(chain, p);
 }
@@ -93,6 +96,8 @@ std::size_t workspace_bytes(Chain chain, Sm90Schedule schedule, const Problem& p
 void run(Chain chain, Sm90Schedule schedule, const Problem& p, void* workspace, cudaStream_t stream) {
   if (is_scale_bias_act(chain))
     run_scale_bias_act(chain, p, workspace, stream);
+  else if (schedule == Sm90Schedule::Deferred)
+    run_deferred(chain, p, stream);
   else if (schedule == Sm90Schedule::Cooperative)
     run_cooperative(chain, p, workspace, stream);
   else

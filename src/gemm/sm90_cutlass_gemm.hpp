@@ -37,6 +37,9 @@ inline constexpr std::string_view kGatedScheduleOnly =
 inline constexpr std::string_view kScaleBiasActScheduleOnly =
     "the Hopper scale-bias-activation kernel is compiled for the Cooperative schedule only";
 
+inline constexpr std::string_view kDeferredChainsOnly =
+    "the Hopper deferred-epilogue kernel is compiled for the chains bias → gelu_tanh [→ residual] only";
+
 // Why a compiled chain cannot run on `schedule`, or "" when it can.
 std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule);
 
@@ -62,7 +65,7 @@ struct Problem {
   float* amax = nullptr;               // ScaleBiasAct*E4m3: max |y|, atomically max-ed into; or null
 };
 
-// Bytes of device workspace `run` needs for this problem; schedule is Cooperative or Pingpong.
+// Bytes of device workspace `run` needs for this problem; schedule is not Auto.
 std::size_t workspace_bytes(Chain chain, Sm90Schedule schedule, const Problem& p);
 void run(Chain chain, Sm90Schedule schedule, const Problem& p, void* workspace, cudaStream_t stream);
 
@@ -74,6 +77,8 @@ std::size_t workspace_bytes_pingpong(Chain chain, const Problem& p);
 void run_pingpong(Chain chain, const Problem& p, void* workspace, cudaStream_t stream);
 std::size_t workspace_bytes_scale_bias_act(Chain chain, const Problem& p);
 void run_scale_bias_act(Chain chain, const Problem& p, void* workspace, cudaStream_t stream);
+// The deferred-epilogue kernel (Sm90Schedule::Deferred): no workspace.
+void run_deferred(Chain chain, const Problem& p, cudaStream_t stream);
 
 // Whether `chain` runs on the scale-bias-activation kernels.
 constexpr bool is_scale_bias_act(Chain chain) {

@@ -36,7 +36,8 @@ constexpr double kExpNormalizeFlopsPerElement = 3;  // subtract the max, exp, di
 constexpr DType kRowStatDType = DType::F32;  // mean, rstd, max, sum, as the row kernels keep them
 
 // Every fused linear rung runs the one kernel gemm_gelu_bias; a new backend's rung is a name here.
-constexpr std::string_view kFusedLinearRungs[] = {"cublaslt", "portable", "hopper", "hopper_pp", "hopper_sba"};
+constexpr std::string_view kFusedLinearRungs[] = {"cublaslt", "portable", "hopper", "hopper_pp", "hopper_deferred",
+                                                  "hopper_sba"};
 
 constexpr std::string_view kUnfusedRung = "unfused";
 constexpr std::string_view kFusedRowRung = "fused";  // the bench's name for the one-kernel rung

@@ -305,15 +305,30 @@ TEST_P(FusedGemmSm90, EveryCompiledChainMatchesReference) {
   const Shape shapes[] = {{256, 512, 128}, {333, 520, 200}, {1000, 136, 72}, {7, 8, 8}, {2100, 2056, 328},
                           {333, 520, 200, 8}};
   int i = 0;
-  for (auto schedule : {Sm90Schedule::Cooperative, Sm90Schedule::Pingpong})
+  for (auto schedule : {Sm90Schedule::Cooperative, Sm90Schedule::Pingpong, Sm90Schedule::Deferred})
     for (const auto& spec : chains)
       for (const auto& s : shapes)
-        check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, schedule);
+        if (schedule != Sm90Schedule::Deferred || spec != EpilogueSpec{})  // Deferred: the bias → GELU chains
+          check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, schedule);
 }
 
-// In place: D is R's own view (a pre-norm block's residual stream updated where it lies). Both
-// schedules read R through the epilogue's source stages, a subtile at a time: each must read every
-// element of R before a store of D overwrites it.
+// The deferred-epilogue kernel hands each tile to the epilogue warps through one shared-memory
+// buffer guarded by barriers whose phases flip every tile: 32×16 tiles of 128×256 are ~4 per
+// CTA on 132 SMs, so a wrong phase (a tile read before it is written, or overwritten before it
+// is stored) shows in D. K = 64 is one k-block: the epilogue warps have the least time per tile.
+TEST_P(FusedGemmSm90, DeferredEpilogueOverManyTilesPerCtaMatchesReference) {
+  FusedGemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  int i = 0;
+  for (const auto& spec : {EpilogueSpec{}.bias().gelu_tanh(), EpilogueSpec{}.bias().gelu_tanh().residual()})
+    for (const Shape& s : {Shape{4000, 4096, 64}, Shape{4000, 4096, 520, 8}})
+      check_chain(handle, spec, GetParam(), s, GemmBackend::Sm90, seed + 8 * i++, Sm90Schedule::Deferred);
+}
+
+// In place: D is R's own view (a pre-norm block's residual stream updated where it lies).
+// Cooperative and Pingpong read R through the epilogue's source stages, a subtile at a time;
+// Deferred's epilogue warps read it a 16-byte chunk at a time: each must read every element of R
+// before a store of D overwrites it.
 TEST_P(FusedGemmSm90, ResidualInPlaceMatchesReference) {
   FusedGemmHandle handle;
   const auto seed = testing::fresh_seed();
@@ -321,7 +336,7 @@ TEST_P(FusedGemmSm90, ResidualInPlaceMatchesReference) {
   const EpilogueSpec spec = EpilogueSpec{}.bias().gelu_tanh().residual();
   const Shape shapes[] = {{333, 520, 200, 8}, {2100, 2056, 328}};
   int i = 0;
-  for (auto schedule : {Sm90Schedule::Cooperative, Sm90Schedule::Pingpong})
+  for (auto schedule : {Sm90Schedule::Cooperative, Sm90Schedule::Pingpong, Sm90Schedule::Deferred})
     for (const Shape& s : shapes) {
       const std::uint64_t case_seed = seed + 8 * i++;
       SCOPED_TRACE(::testing::Message() << "seed " << case_seed << " " << dtype_name(dt) << " M=" << s.m

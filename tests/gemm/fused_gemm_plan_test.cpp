@@ -166,8 +166,8 @@ TEST(FusedGemmArgs, RejectsEachBadArgumentByName) {
   g.d.data = fake_address(0, kK * 2);  // D from A's second row on
   expect_error([&] { fused_gemm(handle, g); }, "d: expected memory disjoint from a");
   g = valid();
-  g.schedule = static_cast<Sm90Schedule>(3);
-  expect_error([&] { fused_gemm(handle, g); }, "schedule: expected Auto, Cooperative or Pingpong, got 3");
+  g.schedule = static_cast<Sm90Schedule>(4);
+  expect_error([&] { fused_gemm(handle, g); }, "schedule: expected Auto, Cooperative, Pingpong or Deferred, got 4");
   g = valid();
   g.epilogue.nodes.push_back({static_cast<EpilogueOp>(99)});
   expect_error([&] { fused_gemm(handle, g); }, "epilogue node 0 op: expected an EpilogueOp, got 99");

@@ -108,5 +108,14 @@ TEST(Sm90Chains, ScaleBiasActRunsOnTheCooperativeScheduleOnly) {
   EXPECT_TRUE(schedule_blocker(Chain::BiasGeluResidual, Sm90Schedule::Pingpong).empty());
 }
 
+// The deferred-epilogue kernel is compiled for the bias → GELU chains only.
+TEST(Sm90Chains, DeferredRunsTheBiasGeluChainsOnly) {
+  EXPECT_TRUE(schedule_blocker(Chain::BiasGelu, Sm90Schedule::Deferred).empty());
+  EXPECT_TRUE(schedule_blocker(Chain::BiasGeluResidual, Sm90Schedule::Deferred).empty());
+  for (const Chain chain : {Chain::Identity, Chain::SwiGlu, Chain::GeGlu, Chain::ScaleBiasAct,
+                            Chain::ScaleBiasActResidual, Chain::ScaleBiasActE4m3, Chain::ScaleBiasActResidualE4m3})
+    EXPECT_EQ(schedule_blocker(chain, Sm90Schedule::Deferred), kDeferredChainsOnly) << static_cast<int>(chain);
+}
+
 }  // namespace
 }  // namespace fusekit::sm90

@@ -365,8 +365,9 @@ TEST(ToJson, HoldsEveryField) {
   EXPECT_EQ(j["dims"]["M"], 4096);
   EXPECT_EQ(j["roofs"]["source"], "datasheet GH100");
   EXPECT_DOUBLE_EQ(j["roofs"]["matrix_fp8_flops_per_s"].get<double>(), 1979e12);
-  // unfused, then one fused rung per backend (cublaslt, portable, hopper, hopper_pp, hopper_sba)
-  ASSERT_EQ(j["rungs"].size(), 6u);
+  // unfused, then one fused rung per backend (cublaslt, portable, hopper, hopper_pp, hopper_deferred,
+  // hopper_sba)
+  ASSERT_EQ(j["rungs"].size(), 7u);
   const nlohmann::json& unfused = j["rungs"][0];
   EXPECT_EQ(unfused["name"], "unfused");
   EXPECT_EQ(unfused["output_crossings"], 5);
