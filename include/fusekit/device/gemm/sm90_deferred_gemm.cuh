@@ -63,11 +63,16 @@ struct DeferredGemm {
   static constexpr int kEpilogueThreads = cutlass::NumThreadsPerWarpGroup - cutlass::NumThreadsPerWarp;
   static constexpr int MaxThreadsPerBlock = cutlass::NumThreadsPerWarpGroup + kConsumerThreads;
   static constexpr int MinBlocksPerMultiprocessor = 1;
-  // Registers after setmaxnreg: 2·128·224 + 128·64 = 64 K, the register file. The consumers
-  // hold a 128-value accumulator; the epilogue warps two 16-byte chunks of H and of R at a time.
-  static constexpr int kConsumerRegisters = 224;
-  static constexpr int kProducerRegisters = 64;
-  static_assert(kConsumerThreads * kConsumerRegisters + cutlass::NumThreadsPerWarpGroup * kProducerRegisters <= 64 * 1024);
+  // Registers after setmaxnreg. setmaxnreg.inc draws only on what the block was launched with
+  // (168 a thread at 384 threads), so the split must not exceed it or a consumer warp waits
+  // forever: 2·128·216 + 128·72 = 384·168. The consumers hold a 128-value accumulator (ptxas uses
+  // 179 registers there); the epilogue warps two 16-byte chunks of H and of R at a time (~60).
+  static constexpr int kLaunchRegisters = 64 * 1024 / MaxThreadsPerBlock / 8 * 8;
+  static constexpr int kConsumerRegisters = 216;
+  static constexpr int kProducerRegisters = 72;
+  static_assert(kConsumerThreads * kConsumerRegisters + cutlass::NumThreadsPerWarpGroup * kProducerRegisters <=
+                    MaxThreadsPerBlock * kLaunchRegisters,
+                "setmaxnreg can only share out the registers the block was launched with");
   // Chunks of H (and R) an epilogue thread has in flight at once.
   static constexpr int kChunksInFlight = 2;
   // Named barrier of the epilogue warps (a block of H written before its TMA store).
@@ -231,15 +236,26 @@ struct DeferredGemm {
         TiledMma{}.get_slice(mma_thread_idx).partition_C(make_identity_tensor(take<0, 2>(TileShape{}))));
     Tensor x = make_tensor<Element>(make_layout(shape(thread_store.partition_S(hand))));
     static_assert(size(decltype(x){}) == size(Accumulators{}));
-    bias_full.wait(phase);
+    wait(bias_full, phase);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(x); ++i)
       x(i) = static_cast<Element>(acc_in_order(i) + shared.bias[get<1>(coords(i))]);
     // H is free once the tile before's stores have read it: hand_empty completes its phase a tile
     // after hand_full, so on the first tile the wait is on the phase before, complete from the start.
-    hand_empty.wait(phase ^ 1);
+    wait(hand_empty, phase ^ 1);
     copy(tiled_store, x, thread_store.partition_D(hand));
-    hand_full.arrive();
+    arrive(hand_full);
+  }
+
+  // mbarrier waits and arrives that also fence the compiler: the plain C++ accesses of the staged
+  // bias stay on their side (CUTLASS's ClusterBarrier asm declares no memory clobber).
+  CUTLASS_DEVICE static void wait(cutlass::arch::ClusterBarrier const& barrier, uint32_t phase) {
+    barrier.wait(phase);
+    asm volatile("" ::: "memory");
+  }
+  CUTLASS_DEVICE static void arrive(cutlass::arch::ClusterBarrier const& barrier) {
+    asm volatile("" ::: "memory");
+    barrier.arrive();
   }
 
   CUTLASS_DEVICE static uint4 load_shared(uint32_t addr) {
@@ -288,7 +304,7 @@ struct DeferredGemm {
       *reinterpret_cast<cutlass::Array<float, kChunk>*>(shared.bias + col) =
           cutlass::NumericArrayConverter<float, Element, kChunk>{}(b);
     }
-    bias_full.arrive();
+    arrive(bias_full);
     if constexpr (kResidual) {
       // R's rows of this tile into L2 while the consumers still compute it.
       const int row_bytes = min(kTileN, n - n0) * static_cast<int>(sizeof(Element));
@@ -301,7 +317,7 @@ struct DeferredGemm {
     Tensor hand = make_tensor(make_smem_ptr(shared.tensors.hand.data()), SmemLayoutTile{});
     Tensor gD = params.tma_store_d.get_tma_tensor(make_shape(m, n));
     auto cta_store = params.tma_store_d.get_slice(Int<0>{});
-    hand_full.wait(full_phase);
+    wait(hand_full, full_phase);
 
     constexpr int kBlockChunks = kTileM * kChunksPerBlockRow;
     // A thread takes kChunksInFlight chunks a step, their loads (H from shared memory, R from L2)
@@ -344,7 +360,7 @@ struct DeferredGemm {
     }
     if (epi_thread == 0) {
       cute::tma_store_wait<0>();  // every block read out of H
-      hand_empty.arrive();
+      arrive(hand_empty);
     }
   }
 };
