@@ -19,6 +19,8 @@
 //   epilogue:   wait hand_full → each 128×64 block of H: H = T(gelu(H) [+ R]) in place, then one
 //               thread's TMA store of the block → all stores read → arrive hand_empty
 // so the hand-over tile H (64 KB) is the only buffer; the mainloop keeps the rest (3 stages).
+// A CTA's last tile has no mainloop after it to hide under: the consumers join the epilogue warps
+// on it (three warps alone would take ~10 µs, against ~1 µs for the Cooperative epilogue).
 #include <cstdint>
 
 #include <cute/arch/copy_sm90_tma.hpp>
@@ -75,8 +77,11 @@ struct DeferredGemm {
                 "setmaxnreg can only share out the registers the block was launched with");
   // Chunks of H (and R) an epilogue thread has in flight at once.
   static constexpr int kChunksInFlight = 2;
-  // Named barrier of the epilogue warps (a block of H written before its TMA store).
+  // Named barriers of a block of H written before its TMA store: among the epilogue warps, and
+  // among them and the consumers on the CTA's last tile (the TMA warp stays out).
   static constexpr int kEpilogueBarrier = 0;
+  static constexpr int kAllHandsBarrier = 1;
+  static constexpr int kAllHands = kEpilogueThreads + kConsumerThreads;
 
   // H: the tile in T, 128-byte swizzled as the TMA store reads it; its kBlocks column blocks of
   // kTileM × kBlockN lie one after another (tile_to_shape repeats the atom down M first).
@@ -186,11 +191,23 @@ struct DeferredGemm {
         }
         mainloop.load_tail(pipeline, write);
       } else {
+        const int epi_thread = thread_idx - cutlass::NumThreadsPerWarp;
         uint32_t full_phase = 0;  // hand_full's phase for this tile
-        for (; work.is_valid(); work = next(work)) {
-          epilogue_tile(params, shared, work.M_idx, work.N_idx, thread_idx - cutlass::NumThreadsPerWarp, bias_full,
-                        hand_full, full_phase, hand_empty);
+        while (work.is_valid()) {
+          const auto following = next(work);
+          stage_tile(params, shared, work.M_idx, work.N_idx, epi_thread, bias_full);
+          wait(hand_full, full_phase);
+          // The last tile's epilogue hides under no mainloop: the consumers, done, take part.
+          if (following.is_valid())
+            finish_tile(params, shared, work.M_idx, work.N_idx, epi_thread, kEpilogueThreads, kEpilogueBarrier);
+          else
+            finish_tile(params, shared, work.M_idx, work.N_idx, epi_thread, kAllHands, kAllHandsBarrier);
+          if (epi_thread == 0) {
+            cute::tma_store_wait<0>();  // every block read out of H
+            arrive(hand_empty);
+          }
           full_phase ^= 1;
+          work = following;
         }
       }
     } else {
@@ -198,6 +215,7 @@ struct DeferredGemm {
       const int mma_thread_idx = thread_idx - cutlass::NumThreadsPerWarpGroup;
       PipelineState read;
       uint32_t phase = 0;  // of the tile's barrier phases: bias_full and hand_full complete one a tile
+      int last_m = -1, last_n = -1;
       for (; work.is_valid(); work = next(work)) {
         TiledMma tiled_mma;
         auto accumulators = partition_fragment_C(tiled_mma, take<0, 2>(TileShape{}));
@@ -207,6 +225,12 @@ struct DeferredGemm {
         read.advance(k_tiles);
         hand_over(shared, accumulators, mma_thread_idx, bias_full, hand_empty, hand_full, phase);
         phase ^= 1;
+        last_m = work.M_idx;
+        last_n = work.N_idx;
+      }
+      if (last_m >= 0) {
+        wait(hand_full, phase ^ 1);  // both consumer warpgroups' halves of the last tile
+        finish_tile(params, shared, last_m, last_n, kEpilogueThreads + mma_thread_idx, kAllHands, kAllHandsBarrier);
       }
     }
 #endif
@@ -286,11 +310,9 @@ struct DeferredGemm {
     return reinterpret_cast<const uint4&>(out);
   }
 
-  // Epilogue warps: D = T(gelu(H) [+ R]) for one tile, stored by TMA a column block at a time.
-  CUTLASS_DEVICE static void epilogue_tile(Params const& params, SharedStorage& shared, int m_tile, int n_tile,
-                                           int epi_thread, cutlass::arch::ClusterBarrier const& bias_full,
-                                           cutlass::arch::ClusterBarrier const& hand_full,
-                                           uint32_t full_phase, cutlass::arch::ClusterBarrier const& hand_empty) {
+  // Epilogue warps, before a tile's H is full: its bias for the consumers, its R rows into L2.
+  CUTLASS_DEVICE static void stage_tile(Params const& params, SharedStorage& shared, int m_tile, int n_tile,
+                                        int epi_thread, cutlass::arch::ClusterBarrier const& bias_full) {
     const int m = get<0>(params.problem), n = get<1>(params.problem);
     const int m0 = m_tile * kTileM, n0 = n_tile * kTileN;
     using Chunk = cutlass::Array<Element, kChunk>;
@@ -314,24 +336,31 @@ struct DeferredGemm {
                        "r"(row_bytes)
                        : "memory");
     }
+  }
+
+  // D = T(gelu(H) [+ R]) for a full H, stored by TMA a column block at a time; `worker` of
+  // `workers` threads (worker 0, an epilogue thread, issues the stores).
+  CUTLASS_DEVICE static void finish_tile(Params const& params, SharedStorage& shared, int m_tile, int n_tile,
+                                         int worker, int workers, int barrier_id) {
+    const int m = get<0>(params.problem), n = get<1>(params.problem);
+    const int m0 = m_tile * kTileM, n0 = n_tile * kTileN;
     Tensor hand = make_tensor(make_smem_ptr(shared.tensors.hand.data()), SmemLayoutTile{});
     Tensor gD = params.tma_store_d.get_tma_tensor(make_shape(m, n));
     auto cta_store = params.tma_store_d.get_slice(Int<0>{});
-    wait(hand_full, full_phase);
 
     constexpr int kBlockChunks = kTileM * kChunksPerBlockRow;
     // A thread takes kChunksInFlight chunks a step, their loads (H from shared memory, R from L2)
     // issued before any arithmetic: one warp per scheduler hides the loads' latency no other way.
-    constexpr int kStep = kChunksInFlight * kEpilogueThreads;
+    const int step = kChunksInFlight * workers;
     CUTLASS_PRAGMA_NO_UNROLL
     for (int block = 0; block < kBlocks; ++block) {
       CUTLASS_PRAGMA_NO_UNROLL
-      for (int first = epi_thread; first < kBlockChunks; first += kStep) {
+      for (int first = worker; first < kBlockChunks; first += step) {
         uint32_t h_addr[kChunksInFlight];
         uint4 h[kChunksInFlight], r[kChunksInFlight];
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < kChunksInFlight; ++j) {
-          const int c = first + j * kEpilogueThreads;
+          const int c = first + j * workers;
           const int row = c / kChunksPerBlockRow;
           const int col = block * kBlockN + (c % kChunksPerBlockRow) * kChunk;
           h_addr[j] = cute::cast_smem_ptr_to_uint(&hand(row % kTileM, col));
@@ -345,22 +374,18 @@ struct DeferredGemm {
         }
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < kChunksInFlight; ++j)
-          if (first + j * kEpilogueThreads < kBlockChunks) store_shared(h_addr[j], activate(h[j], r[j]));
+          if (first + j * workers < kBlockChunks) store_shared(h_addr[j], activate(h[j], r[j]));
       }
       // The block's generic-proxy writes, seen by the TMA unit's reads.
       cute::tma_store_fence();
-      cutlass::arch::NamedBarrier::sync(kEpilogueThreads, kEpilogueBarrier);
-      if (epi_thread == 0) {
+      cutlass::arch::NamedBarrier::sync(workers, barrier_id);
+      if (worker == 0) {
         Tensor hand_block = make_tensor(make_smem_ptr(shared.tensors.hand.data() + block * kBlockElements),
                                         SmemLayoutBlock{});
         Tensor gD_block = local_tile(gD, Shape<Int<kTileM>, Int<kBlockN>>{}, make_coord(m_tile, n_tile * kBlocks + block));
         copy(params.tma_store_d, cta_store.partition_S(hand_block), cta_store.partition_D(gD_block));
         cute::tma_store_arrive();
       }
-    }
-    if (epi_thread == 0) {
-      cute::tma_store_wait<0>();  // every block read out of H
-      arrive(hand_empty);
     }
   }
 };
