@@ -67,16 +67,18 @@ struct DeferredGemm {
   static constexpr int MinBlocksPerMultiprocessor = 1;
   // Registers after setmaxnreg. setmaxnreg.inc draws only on what the block was launched with
   // (168 a thread at 384 threads), so the split must not exceed it or a consumer warp waits
-  // forever: 2·128·216 + 128·72 = 384·168. The consumers hold a 128-value accumulator (ptxas uses
-  // 179 registers there); the epilogue warps two 16-byte chunks of H and of R at a time (~60).
+  // forever: 2·128·208 + 128·88 = 384·168. The consumers hold a 128-value accumulator (ptxas uses
+  // ~187 registers there); the epilogue warps four 16-byte chunks of H and of R at a time.
   static constexpr int kLaunchRegisters = 64 * 1024 / MaxThreadsPerBlock / 8 * 8;
-  static constexpr int kConsumerRegisters = 216;
-  static constexpr int kProducerRegisters = 72;
+  static constexpr int kConsumerRegisters = 208;
+  static constexpr int kProducerRegisters = 88;
   static_assert(kConsumerThreads * kConsumerRegisters + cutlass::NumThreadsPerWarpGroup * kProducerRegisters <=
                     MaxThreadsPerBlock * kLaunchRegisters,
                 "setmaxnreg can only share out the registers the block was launched with");
   // Chunks of H (and R) an epilogue thread has in flight at once.
-  static constexpr int kChunksInFlight = 2;
+  // NOTE: measured on the H100 (session 44): with two, the epilogue warps took ~20 µs a tile with
+  // the residual (its loads' latency), slower than a K = 1024 mainloop.
+  static constexpr int kChunksInFlight = 4;
   // Named barriers of a block of H written before its TMA store: among the epilogue warps, and
   // among them and the consumers on the CTA's last tile (the TMA warp stays out).
   static constexpr int kEpilogueBarrier = 0;
@@ -178,6 +180,11 @@ struct DeferredGemm {
     auto work = scheduler.initial_work_tile_info(ClusterShape{});
     const auto next = [&](auto const& w) { return get<0>(scheduler.fetch_next_work(w)); };
 
+    // The CTA's last tile (none: -1) and hand_full's phase for it, which every warp but the TMA
+    // warp finishes together after its role's loop.
+    int last_m = -1, last_n = -1;
+    uint32_t last_phase = 0;
+    int worker = 0;  // of the kAllHands threads that finish the last tile
     if (warp_group == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
       if (warp_in_group == 0) {
@@ -190,32 +197,35 @@ struct DeferredGemm {
           write.advance(k_tiles);
         }
         mainloop.load_tail(pipeline, write);
-      } else {
-        const int epi_thread = thread_idx - cutlass::NumThreadsPerWarp;
-        uint32_t full_phase = 0;  // hand_full's phase for this tile
-        while (work.is_valid()) {
-          const auto following = next(work);
-          stage_tile(params, shared, work.M_idx, work.N_idx, epi_thread, bias_full);
-          wait(hand_full, full_phase);
-          // The last tile's epilogue hides under no mainloop: the consumers, done, take part.
-          if (following.is_valid())
-            finish_tile(params, shared, work.M_idx, work.N_idx, epi_thread, kEpilogueThreads, kEpilogueBarrier);
-          else
-            finish_tile(params, shared, work.M_idx, work.N_idx, epi_thread, kAllHands, kAllHandsBarrier);
-          if (epi_thread == 0) {
-            cute::tma_store_wait<0>();  // every block read out of H
-            arrive(hand_empty);
-          }
-          full_phase ^= 1;
-          work = following;
+        return;
+      }
+      const int epi_thread = thread_idx - cutlass::NumThreadsPerWarp;
+      worker = epi_thread;
+      uint32_t full_phase = 0;  // hand_full's phase for this tile
+      while (work.is_valid()) {
+        const auto following = next(work);
+        stage_tile(params, shared, work.M_idx, work.N_idx, epi_thread, bias_full);
+        if (!following.is_valid()) {
+          last_m = work.M_idx;
+          last_n = work.N_idx;
+          last_phase = full_phase;
+          break;
         }
+        wait(hand_full, full_phase);
+        finish_tile(params, shared, work.M_idx, work.N_idx, epi_thread, kEpilogueThreads, kEpilogueBarrier);
+        if (epi_thread == 0) {
+          cute::tma_store_wait<0>();  // every block read out of H
+          arrive(hand_empty);
+        }
+        full_phase ^= 1;
+        work = following;
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
       const int mma_thread_idx = thread_idx - cutlass::NumThreadsPerWarpGroup;
+      worker = kEpilogueThreads + mma_thread_idx;
       PipelineState read;
       uint32_t phase = 0;  // of the tile's barrier phases: bias_full and hand_full complete one a tile
-      int last_m = -1, last_n = -1;
       for (; work.is_valid(); work = next(work)) {
         TiledMma tiled_mma;
         auto accumulators = partition_fragment_C(tiled_mma, take<0, 2>(TileShape{}));
@@ -224,14 +234,18 @@ struct DeferredGemm {
         mainloop.mma_tail(pipeline, read, k_tiles);
         read.advance(k_tiles);
         hand_over(shared, accumulators, mma_thread_idx, bias_full, hand_empty, hand_full, phase);
-        phase ^= 1;
         last_m = work.M_idx;
         last_n = work.N_idx;
+        last_phase = phase;
+        phase ^= 1;
       }
-      if (last_m >= 0) {
-        wait(hand_full, phase ^ 1);  // both consumer warpgroups' halves of the last tile
-        finish_tile(params, shared, last_m, last_n, kEpilogueThreads + mma_thread_idx, kAllHands, kAllHandsBarrier);
-      }
+    }
+    // The last tile's epilogue hides under no mainloop: the consumers, done, take part. One code
+    // path for both roles, so that the named barrier is one instruction (bar.sync is .aligned).
+    if (last_m >= 0) {
+      wait(hand_full, last_phase);
+      finish_tile(params, shared, last_m, last_n, worker, kAllHands, kAllHandsBarrier);
+      if (worker == 0) cute::tma_store_wait<0>();  // H read out before the CTA exits
     }
 #endif
   }
