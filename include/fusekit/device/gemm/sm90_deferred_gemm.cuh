@@ -204,7 +204,7 @@ struct DeferredGemm {
       uint32_t full_phase = 0;  // hand_full's phase for this tile
       while (work.is_valid()) {
         const auto following = next(work);
-        stage_tile(params, shared, work.M_idx, work.N_idx, epi_thread, bias_full);
+        stage_tile(params, shared, work.N_idx, epi_thread, bias_full);
         if (!following.is_valid()) {
           last_m = work.M_idx;
           last_n = work.N_idx;
@@ -324,11 +324,11 @@ struct DeferredGemm {
     return reinterpret_cast<const uint4&>(out);
   }
 
-  // Epilogue warps, before a tile's H is full: its bias for the consumers, its R rows into L2.
-  CUTLASS_DEVICE static void stage_tile(Params const& params, SharedStorage& shared, int m_tile, int n_tile,
-                                        int epi_thread, cutlass::arch::ClusterBarrier const& bias_full) {
-    const int m = get<0>(params.problem), n = get<1>(params.problem);
-    const int m0 = m_tile * kTileM, n0 = n_tile * kTileN;
+  // Epilogue warps, before a tile's H is full: its bias for the consumers.
+  CUTLASS_DEVICE static void stage_tile(Params const& params, SharedStorage& shared, int n_tile, int epi_thread,
+                                        cutlass::arch::ClusterBarrier const& bias_full) {
+    const int n = get<1>(params.problem);
+    const int n0 = n_tile * kTileN;
     using Chunk = cutlass::Array<Element, kChunk>;
     // The tile's bias for the consumers (H of the tile before has been handed over, so they no
     // longer read the last one).
@@ -341,15 +341,22 @@ struct DeferredGemm {
           cutlass::NumericArrayConverter<float, Element, kChunk>{}(b);
     }
     arrive(bias_full);
-    if constexpr (kResidual) {
-      // R's rows of this tile into L2 while the consumers still compute it.
-      const int row_bytes = min(kTileN, n - n0) * static_cast<int>(sizeof(Element));
-      for (int r = epi_thread; r < kTileM; r += kEpilogueThreads)
-        if (m0 + r < m && row_bytes > 0)
-          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(params.residual + (m0 + r) * params.ldr + n0),
-                       "r"(row_bytes)
-                       : "memory");
-    }
+  }
+
+  // R's rows of one column block into L2 (a hint; nothing waits on it).
+  // NOTE: measured on the H100 (session 44, ncu): the whole tile prefetched at the start of its
+  // mainloop was gone from L2 by its epilogue, 47–96 µs later: DRAM read R twice (+130 MB at
+  // 8192³). A block ahead is ~2 µs ahead.
+  CUTLASS_DEVICE static void prefetch_residual_block(Params const& params, int m0, int n0, int block, int worker,
+                                                     int workers) {
+    const int m = get<0>(params.problem), n = get<1>(params.problem);
+    const int col = n0 + block * kBlockN;
+    const int row_bytes = min(kBlockN, n - col) * static_cast<int>(sizeof(Element));
+    for (int r = worker; r < kTileM; r += workers)
+      if (m0 + r < m && row_bytes > 0)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(params.residual + (m0 + r) * params.ldr + col),
+                     "r"(row_bytes)
+                     : "memory");
   }
 
   // D = T(gelu(H) [+ R]) for a full H, stored by TMA a column block at a time; `worker` of
@@ -366,8 +373,11 @@ struct DeferredGemm {
     // A thread takes kChunksInFlight chunks a step, their loads (H from shared memory, R from L2)
     // issued before any arithmetic: one warp per scheduler hides the loads' latency no other way.
     const int step = kChunksInFlight * workers;
+    if constexpr (kResidual) prefetch_residual_block(params, m0, n0, 0, worker, workers);
     CUTLASS_PRAGMA_NO_UNROLL
     for (int block = 0; block < kBlocks; ++block) {
+      if constexpr (kResidual)
+        if (block + 1 < kBlocks) prefetch_residual_block(params, m0, n0, block + 1, worker, workers);
       CUTLASS_PRAGMA_NO_UNROLL
       for (int first = worker; first < kBlockChunks; first += step) {
         uint32_t h_addr[kChunksInFlight];
