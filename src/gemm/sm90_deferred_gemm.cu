@@ -16,7 +16,7 @@ using device::sm90::DeferredGemm;
 
 template <class K>
 void launch(const Problem& p, cudaStream_t stream) {
-  using Element = std::remove_cv_t<std::remove_pointer_t<decltype(K::Params::bias)>>;
+  using Element = typename K::ElementType;
   using Mainloop = typename K::Mainloop;
   const typename K::ProblemShape problem{static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), 1};
   const typename Mainloop::Arguments operands{

@@ -41,7 +41,7 @@ void expect_stores_follow_the_accumulator_layout() {
 
 template <class Kernel>
 void expect_blocks_are_the_tiles_columns() {
-  using Element = std::remove_cv_t<std::remove_pointer_t<decltype(Kernel::Params::bias)>>;
+  using Element = typename Kernel::ElementType;
   // The swizzle acts on shared-memory address bits: lay both views over one 1024-byte aligned buffer.
   alignas(1024) static Element buffer[Kernel::kTileM * Kernel::kTileN];
   Tensor tile = make_tensor(make_smem_ptr(buffer), typename Kernel::SmemLayoutTile{});

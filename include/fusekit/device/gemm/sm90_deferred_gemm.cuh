@@ -48,6 +48,7 @@ enum class DeferredChain : std::uint8_t {
 
 template <class Element, DeferredChain kChain>
 struct DeferredGemm {
+  using ElementType = Element;  // of A, B, D, the bias and R
   static constexpr bool kResidual = kChain == DeferredChain::BiasGeluResidual;
   using TileShape = Shape<_128, _256, _64>;
   using ClusterShape = Shape<_2, _1, _1>;
@@ -92,11 +93,17 @@ struct DeferredGemm {
   using SmemLayoutBlock = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kTileM>, Int<kBlockN>>{}));
   static constexpr int kBlockElements = kTileM * kBlockN;
   static constexpr int kHandBytes = kTileM * kTileN * static_cast<int>(sizeof(Element));
+  // What shared memory holds beside the mainloop's stages: H, the staged bias, three mbarriers.
+  static constexpr int kEpilogueSmemBytes =
+      kHandBytes + kTileN * static_cast<int>(sizeof(float)) + 3 * static_cast<int>(sizeof(uint64_t));
+  // The 128-byte swizzle repeats every 8 rows of 128 bytes; it acts on address bits, so H starts
+  // on that period.
+  static constexpr int kSwizzlePeriodBytes = 1024;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kChunk, Element,
       cutlass::layout::ColumnMajor, kChunk, float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<kHandBytes + 1024>,
+      cutlass::gemm::collective::StageCountAutoCarveout<kEpilogueSmemBytes>,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
   using TiledMma = typename Mainloop::TiledMma;
   using MainloopPipeline = typename Mainloop::MainloopPipeline;
@@ -112,9 +119,9 @@ struct DeferredGemm {
       SmemLayoutBlock{}));
 
   struct SharedStorage {
-    struct Tensors : cute::aligned_struct<1024, _0> {
+    struct Tensors : cute::aligned_struct<kSwizzlePeriodBytes, _0> {
       typename Mainloop::TensorStorage mainloop;
-      cute::array_aligned<Element, kTileM * kTileN, 1024> hand;
+      cute::array_aligned<Element, kTileM * kTileN, kSwizzlePeriodBytes> hand;
     } tensors;
     alignas(16) float bias[kTileN];  // the tile's bias columns in f32 (0 past N)
     typename Mainloop::PipelineStorage pipeline;
