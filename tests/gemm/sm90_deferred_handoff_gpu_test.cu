@@ -42,8 +42,8 @@ void expect_stores_follow_the_accumulator_layout() {
 template <class Kernel>
 void expect_blocks_are_the_tiles_columns() {
   using Element = typename Kernel::ElementType;
-  // The swizzle acts on shared-memory address bits: lay both views over one 1024-byte aligned buffer.
-  alignas(1024) static Element buffer[Kernel::kTileM * Kernel::kTileN];
+  // The swizzle acts on shared-memory address bits: lay both views over one buffer aligned to its period.
+  alignas(Kernel::kSwizzlePeriodBytes) static Element buffer[Kernel::kTileM * Kernel::kTileN];
   Tensor tile = make_tensor(make_smem_ptr(buffer), typename Kernel::SmemLayoutTile{});
   for (int block = 0; block < Kernel::kBlocks; ++block) {
     Tensor b = make_tensor(make_smem_ptr(buffer + block * Kernel::kBlockElements), typename Kernel::SmemLayoutBlock{});
