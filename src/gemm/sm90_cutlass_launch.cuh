@@ -8,6 +8,7 @@
 
 #include "fusekit/device/gemm/sm90_cutlass_kernel.cuh"
 #include "fusekit/error.hpp"
+#include "fusekit/runtime.hpp"
 #include "sm90_cutlass_gemm.hpp"
 
 namespace fusekit::sm90::launch_detail {
@@ -52,6 +53,16 @@ auto scale_bias_act_args(const Problem& p) {
       p.act};
 }
 
+// The persistent grid is sized to the current device's SMs (cached per device by the runtime),
+// not device 0's: the two differ on a host with mixed GPUs.
+inline cutlass::KernelHardwareInfo current_hardware() {
+  const DeviceInfo& info = current_device_info();
+  cutlass::KernelHardwareInfo hw;
+  hw.device_id = info.index;
+  hw.sm_count = info.sm_count;
+  return hw;
+}
+
 template <class K, class Element>
 typename K::Gemm::Arguments make_arguments(const Problem& p) {
   using GemmKernel = typename K::GemmKernel;
@@ -59,10 +70,7 @@ typename K::Gemm::Arguments make_arguments(const Problem& p) {
   using StrideB = typename GemmKernel::StrideB;
   using StrideC = typename GemmKernel::StrideC;
   using StrideD = typename GemmKernel::StrideD;
-  static const int sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(0);
-  cutlass::KernelHardwareInfo hw;
-  cudaGetDevice(&hw.device_id);
-  hw.sm_count = sm_count;
+  const cutlass::KernelHardwareInfo hw = current_hardware();
 
   const StrideA sa{p.lda, _1{}, p.lda * p.m};
   const StrideB sb{p.ldb, _1{}, p.ldb * p.n};

@@ -25,10 +25,7 @@ void launch(const Problem& p, cudaStream_t stream) {
   if (!Mainloop::can_implement(problem, operands))
     throw Error(ErrorKind::Unsupported, "Hopper deferred-epilogue kernel: A or B is not aligned for TMA");
 
-  static const int sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(0);
-  cutlass::KernelHardwareInfo hw;
-  cudaGetDevice(&hw.device_id);
-  hw.sm_count = sm_count;
+  const cutlass::KernelHardwareInfo hw = launch_detail::current_hardware();
   typename K::Scheduler::Arguments order;
   order.max_swizzle_size = launch_detail::kSchedulerSwizzle;  // the Cooperative kernel's tile order
   const auto problem_mnkl = cute::append<4>(problem, 1);
