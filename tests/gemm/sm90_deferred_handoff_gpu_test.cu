@@ -4,6 +4,7 @@
 // the same shared-memory bytes the consumers wrote and the epilogue warps rewrote.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -52,10 +53,20 @@ void expect_blocks_are_the_tiles_columns() {
         ASSERT_EQ(&tile(row, block * Kernel::kBlockN + col), &b(row, col))
             << "block " << block << " (" << row << ", " << col << ")";
   }
-  // The epilogue warps read and write H in 16-byte chunks: a chunk's values are consecutive bytes.
+  // The epilogue warps read and write H in 16-byte chunks: a chunk's values are consecutive bytes…
   for (int row = 0; row < Kernel::kTileM; ++row)
     for (int col = 0; col < Kernel::kTileN; col += Kernel::kChunk)
       for (int v = 1; v < Kernel::kChunk; ++v) ASSERT_EQ(&tile(row, col + v), &tile(row, col) + v);
+  // …and find chunk c of a block by its written-out swizzle, not by the layout.
+  const auto* base = reinterpret_cast<const char*>(buffer);
+  for (int block = 0; block < Kernel::kBlocks; ++block)
+    for (uint32_t c = 0; c < Kernel::kTileM * Kernel::kChunksPerBlockRow; ++c) {
+      const int row = static_cast<int>(c / Kernel::kChunksPerBlockRow);
+      const int col = block * Kernel::kBlockN + static_cast<int>(c % Kernel::kChunksPerBlockRow) * Kernel::kChunk;
+      ASSERT_EQ(reinterpret_cast<const char*>(&tile(row, col)) - base,
+                block * Kernel::kBlockBytes + static_cast<std::ptrdiff_t>(Kernel::swizzled_chunk_offset(c)))
+          << "block " << block << " chunk " << c;
+    }
 }
 
 using Bf16Residual =

@@ -57,7 +57,8 @@ struct DeferredGemm {
   // A TMA store box is one 128-byte swizzle row wide: the tile leaves in kBlocks column blocks.
   static constexpr int kBlockN = 128 / static_cast<int>(sizeof(Element));
   static constexpr int kBlocks = kTileN / kBlockN;
-  static constexpr int kChunk = 16 / static_cast<int>(sizeof(Element));  // values per 16-byte access
+  static constexpr int kChunkBytes = 16;  // of one access to H or R
+  static constexpr int kChunk = kChunkBytes / static_cast<int>(sizeof(Element));  // values per access
   static constexpr int kChunksPerBlockRow = kBlockN / kChunk;
 
   // Warp roles: warpgroup 0 holds the mainloop's TMA warp and the three epilogue warps;
@@ -92,6 +93,7 @@ struct DeferredGemm {
   using SmemLayoutTile = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kTileM>, Int<kTileN>>{}));
   using SmemLayoutBlock = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kTileM>, Int<kBlockN>>{}));
   static constexpr int kBlockElements = kTileM * kBlockN;
+  static constexpr int kBlockBytes = kBlockElements * static_cast<int>(sizeof(Element));
   static constexpr int kHandBytes = kTileM * kTileN * static_cast<int>(sizeof(Element));
   // What shared memory holds beside the mainloop's stages: H, the staged bias, three mbarriers.
   static constexpr int kEpilogueSmemBytes =
@@ -99,6 +101,20 @@ struct DeferredGemm {
   // The 128-byte swizzle repeats every 8 rows of 128 bytes; it acts on address bits, so H starts
   // on that period.
   static constexpr int kSwizzlePeriodBytes = 1024;
+  static constexpr int kSwizzleRowBytes = 128;
+  static constexpr int kSwizzleRows = kSwizzlePeriodBytes / kSwizzleRowBytes;
+  static_assert(kChunksPerBlockRow * kChunkBytes == kSwizzleRowBytes, "a block row is one swizzle row");
+
+  // Byte offset in a block of H of its 16-byte chunk c (chunks row-major, a 128-byte row of them
+  // per row of the block): the 128-byte swizzle XORs the chunk's place in its row with the row's
+  // index mod 8. Sm90DeferredHandOff checks it against SmemLayoutBlock.
+  // NOTE: written out because CuTe's layout arithmetic on run-time (signed) indices took ~10
+  // instructions a value in the epilogue warps' loop, as many as GELU and the residual (session 45,
+  // SASS).
+  CUTLASS_HOST_DEVICE static constexpr uint32_t swizzled_chunk_offset(uint32_t c) {
+    const uint32_t row = c / kChunksPerBlockRow;
+    return (c * kChunkBytes) ^ (row % kSwizzleRows * kChunkBytes);
+  }
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kChunk, Element,
@@ -372,7 +388,7 @@ struct DeferredGemm {
                                          int worker, int workers, int barrier_id) {
     const int m = get<0>(params.problem), n = get<1>(params.problem);
     const int m0 = m_tile * kTileM, n0 = n_tile * kTileN;
-    Tensor hand = make_tensor(make_smem_ptr(shared.tensors.hand.data()), SmemLayoutTile{});
+    const uint32_t hand_address = cute::cast_smem_ptr_to_uint(shared.tensors.hand.data());
     Tensor gD = params.tma_store_d.get_tma_tensor(make_shape(m, n));
     auto cta_store = params.tma_store_d.get_slice(Int<0>{});
 
@@ -391,10 +407,10 @@ struct DeferredGemm {
         uint4 h[kChunksInFlight], r[kChunksInFlight];
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < kChunksInFlight; ++j) {
-          const int c = first + j * workers;
-          const int row = c / kChunksPerBlockRow;
-          const int col = block * kBlockN + (c % kChunksPerBlockRow) * kChunk;
-          h_addr[j] = cute::cast_smem_ptr_to_uint(&hand(row % kTileM, col));
+          const auto c = static_cast<uint32_t>(first + j * workers);
+          const int row = static_cast<int>(c / kChunksPerBlockRow);
+          const int col = block * kBlockN + static_cast<int>(c % kChunksPerBlockRow) * kChunk;
+          h_addr[j] = hand_address + block * kBlockBytes + swizzled_chunk_offset(c);
           r[j] = make_uint4(0, 0, 0, 0);
           if (c < kBlockChunks) {
             h[j] = load_shared(h_addr[j]);
