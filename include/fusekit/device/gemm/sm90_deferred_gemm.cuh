@@ -235,7 +235,7 @@ struct DeferredGemm {
           break;
         }
         wait(hand_full, full_phase);
-        finish_tile(params, shared, work.M_idx, work.N_idx, epi_thread, kEpilogueThreads, kEpilogueBarrier);
+        finish_tile<kEpilogueThreads>(params, shared, work.M_idx, work.N_idx, epi_thread, kEpilogueBarrier);
         if (epi_thread == 0) {
           cute::tma_store_wait<0>();  // every block read out of H
           arrive(hand_empty);
@@ -267,7 +267,7 @@ struct DeferredGemm {
     // path for both roles, so that the named barrier is one instruction (bar.sync is .aligned).
     if (last_m >= 0) {
       wait(hand_full, last_phase);
-      finish_tile(params, shared, last_m, last_n, worker, kAllHands, kAllHandsBarrier);
+      finish_tile<kAllHands>(params, shared, last_m, last_n, worker, kAllHandsBarrier);
       if (worker == 0) cute::tma_store_wait<0>();  // H read out before the CTA exits
     }
 #endif
@@ -336,12 +336,13 @@ struct DeferredGemm {
     using ToFloat = cutlass::NumericArrayConverter<float, Element, kChunk>;
     using ToElement = cutlass::NumericArrayConverter<Element, float, kChunk, cutlass::FloatRoundStyle::round_to_nearest>;
     cutlass::Array<float, kChunk> y = ToFloat{}(reinterpret_cast<const Chunk&>(x_bits));
-    CUTLASS_PRAGMA_UNROLL
-    for (int v = 0; v < kChunk; ++v) y[v] = gelu_tanh_fast(y[v]);
     if constexpr (kResidual) {
       const cutlass::Array<float, kChunk> r = ToFloat{}(reinterpret_cast<const Chunk&>(r_bits));
       CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < kChunk; ++v) y[v] += r[v];
+      for (int v = 0; v < kChunk; ++v) y[v] = gelu_tanh_fast_add(y[v], r[v]);
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < kChunk; ++v) y[v] = gelu_tanh_fast(y[v]);
     }
     const Chunk out = ToElement{}(y);
     return reinterpret_cast<const uint4&>(out);
@@ -383,49 +384,74 @@ struct DeferredGemm {
   }
 
   // D = T(gelu(H) [+ R]) for a full H, stored by TMA a column block at a time; `worker` of
-  // `workers` threads (worker 0, an epilogue thread, issues the stores).
+  // kWorkers threads (worker 0, an epilogue thread, issues the stores).
+  template <int kWorkers>
   CUTLASS_DEVICE static void finish_tile(Params const& params, SharedStorage& shared, int m_tile, int n_tile,
-                                         int worker, int workers, int barrier_id) {
+                                         int worker, int barrier_id) {
     const int m = get<0>(params.problem), n = get<1>(params.problem);
     const int m0 = m_tile * kTileM, n0 = n_tile * kTileN;
     const uint32_t hand_address = cute::cast_smem_ptr_to_uint(shared.tensors.hand.data());
     Tensor gD = params.tma_store_d.get_tma_tensor(make_shape(m, n));
     auto cta_store = params.tma_store_d.get_slice(Int<0>{});
 
-    constexpr int kBlockChunks = kTileM * kChunksPerBlockRow;
-    // A thread takes kChunksInFlight chunks a step, their loads (H from shared memory, R from L2)
-    // issued before any arithmetic: one warp per scheduler hides the loads' latency no other way.
-    const int step = kChunksInFlight * workers;
-    if constexpr (kResidual) prefetch_residual_block(params, m0, n0, 0, worker, workers);
+    // A thread's chunks of a block share one column of chunks and step down the rows; it takes
+    // kChunksInFlight of them a pass, their loads (H from shared memory, R from L2) issued before
+    // any arithmetic: one warp per scheduler hides the loads' latency no other way.
+    static_assert(kWorkers % kChunksPerBlockRow == 0, "a thread's chunks in a block share their column");
+    constexpr int kRowStep = kWorkers / kChunksPerBlockRow;
+    constexpr int kPassRows = kChunksInFlight * kRowStep;
+    // A pass moves every chunk down by whole swizzle periods, so each chunk's XOR pattern (and
+    // its H offset within the pass) is the same in every pass.
+    static_assert(kPassRows % kSwizzleRows == 0, "a pass spans whole swizzle periods");
+    const int chunk_col = worker % kChunksPerBlockRow;
+    const int first_row = worker / kChunksPerBlockRow;
+    uint32_t h_offset[kChunksInFlight];
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kChunksInFlight; ++j)
+      h_offset[j] = swizzled_chunk_offset(static_cast<uint32_t>((first_row + j * kRowStep) * kChunksPerBlockRow + chunk_col));
+    const int rows_in_matrix = min(kTileM, m - m0);
+    const int64_t r_pass = static_cast<int64_t>(kPassRows) * params.ldr;
+    if constexpr (kResidual) prefetch_residual_block(params, m0, n0, 0, worker, kWorkers);
     CUTLASS_PRAGMA_NO_UNROLL
     for (int block = 0; block < kBlocks; ++block) {
       if constexpr (kResidual)
-        if (block + 1 < kBlocks) prefetch_residual_block(params, m0, n0, block + 1, worker, workers);
+        if (block + 1 < kBlocks) prefetch_residual_block(params, m0, n0, block + 1, worker, kWorkers);
+      const int col = n0 + block * kBlockN + chunk_col * kChunk;
+      const bool col_in_matrix = col < n;
+      const Element* r_ptr[kChunksInFlight];
+      if constexpr (kResidual) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < kChunksInFlight; ++j)
+          r_ptr[j] = params.residual + (m0 + first_row + j * kRowStep) * params.ldr + col;
+      }
+      uint32_t pass_address = hand_address + block * kBlockBytes;
       CUTLASS_PRAGMA_NO_UNROLL
-      for (int first = worker; first < kBlockChunks; first += step) {
-        uint32_t h_addr[kChunksInFlight];
+      for (int row = first_row; row < kTileM; row += kPassRows) {
         uint4 h[kChunksInFlight], r[kChunksInFlight];
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < kChunksInFlight; ++j) {
-          const auto c = static_cast<uint32_t>(first + j * workers);
-          const int row = static_cast<int>(c / kChunksPerBlockRow);
-          const int col = block * kBlockN + static_cast<int>(c % kChunksPerBlockRow) * kChunk;
-          h_addr[j] = hand_address + block * kBlockBytes + swizzled_chunk_offset(c);
+          const int row_j = row + j * kRowStep;
           r[j] = make_uint4(0, 0, 0, 0);
-          if (c < kBlockChunks) {
-            h[j] = load_shared(h_addr[j]);
+          // NOTE: the branches keep ptxas from sinking the loads to their uses (predicated loads
+          // let it, and one chunk's R then waited out its L2 round trip alone; SASS, session 46).
+          if (row_j < kTileM) {
+            h[j] = load_shared(pass_address + h_offset[j]);
             if constexpr (kResidual)
-              if (m0 + row < m && n0 + col < n)
-                r[j] = __ldcs(reinterpret_cast<const uint4*>(params.residual + (m0 + row) * params.ldr + n0 + col));
+              if (row_j < rows_in_matrix && col_in_matrix) r[j] = __ldcs(reinterpret_cast<const uint4*>(r_ptr[j]));
           }
         }
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < kChunksInFlight; ++j)
-          if (first + j * workers < kBlockChunks) store_shared(h_addr[j], activate(h[j], r[j]));
+          if (row + j * kRowStep < kTileM) store_shared(pass_address + h_offset[j], activate(h[j], r[j]));
+        pass_address += kPassRows * kSwizzleRowBytes;
+        if constexpr (kResidual) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int j = 0; j < kChunksInFlight; ++j) r_ptr[j] += r_pass;
+        }
       }
       // The block's generic-proxy writes, seen by the TMA unit's reads.
       cute::tma_store_fence();
-      cutlass::arch::NamedBarrier::sync(workers, barrier_id);
+      cutlass::arch::NamedBarrier::sync(kWorkers, barrier_id);
       if (worker == 0) {
         Tensor hand_block = make_tensor(make_smem_ptr(shared.tensors.hand.data() + block * kBlockElements),
                                         SmemLayoutBlock{});

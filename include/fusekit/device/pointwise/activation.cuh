@@ -26,6 +26,16 @@ __device__ __forceinline__ float gelu_tanh_fast(float x) {
   return fmaf(half_x, t, half_x);
 }
 
+// gelu_tanh_fast(x) + r as x·(½ + ½·tanh(u)) + r: the residual rides the last FFMA, six
+// instructions (FMUL, FFMA, FMUL, MUFU, FFMA, FFMA) where gelu_tanh_fast and an add take seven.
+__device__ __forceinline__ float gelu_tanh_fast_add(float x, float r) {
+  constexpr float kInner = kSqrt2OverPi * kGeluCubic;
+  const float u = x * fmaf(x * x, kInner, kSqrt2OverPi);
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+  return fmaf(x, fmaf(t, 0.5f, 0.5f), r);
+}
+
 // gelu(x) = ½·x·(1 + erf(x/√2))
 __device__ __forceinline__ float gelu_erf(float x) {
   constexpr float kInvSqrt2 = 0.70710678118654752f;
