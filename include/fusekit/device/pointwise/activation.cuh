@@ -12,28 +12,31 @@ __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
 }
 
-// gelu_tanh with the hardware tanh (tanh.approx.f32, sm_75+: about 2^-11 relative error), for
-// results rounded to a 16-bit type, whose half-ulp (2^-9 for bf16, 2^-12 for f16) it stays near.
-// Written as ½x + ½x·tanh(x·(√(2/π) + √(2/π)·0.044715·x²)): six instructions (FMUL, FFMA, FMUL,
-// MUFU, FMUL, FFMA) against eight for the textbook form.
+// tanh(√(2/π)·(x + 0.044715·x³)), the gate of gelu_tanh, by the hardware tanh (tanh.approx.f32,
+// sm_75+: about 2^-11 relative error), its argument as x·(√(2/π) + √(2/π)·0.044715·x²): four
+// instructions (FMUL, FFMA, FMUL, MUFU).
 // NOTE: the accurate tanhf is a dozen instructions and made the pointwise chain issue-bound.
-__device__ __forceinline__ float gelu_tanh_fast(float x) {
+__device__ __forceinline__ float gelu_tanh_gate_fast(float x) {
   constexpr float kInner = kSqrt2OverPi * kGeluCubic;
   const float u = x * fmaf(x * x, kInner, kSqrt2OverPi);
   float t;
   asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+  return t;
+}
+
+// gelu_tanh with the hardware tanh, for results rounded to a 16-bit type, whose half-ulp (2^-9
+// for bf16, 2^-12 for f16) it stays near: ½x + ½x·t, six instructions against eight for the
+// textbook form.
+__device__ __forceinline__ float gelu_tanh_fast(float x) {
+  const float t = gelu_tanh_gate_fast(x);
   const float half_x = 0.5f * x;
   return fmaf(half_x, t, half_x);
 }
 
-// gelu_tanh_fast(x) + r as x·(½ + ½·tanh(u)) + r: the residual rides the last FFMA, six
-// instructions (FMUL, FFMA, FMUL, MUFU, FFMA, FFMA) where gelu_tanh_fast and an add take seven.
+// gelu_tanh_fast(x) + r as x·(½ + ½·t) + r: the residual rides the last FFMA, six instructions
+// where gelu_tanh_fast and an add take seven.
 __device__ __forceinline__ float gelu_tanh_fast_add(float x, float r) {
-  constexpr float kInner = kSqrt2OverPi * kGeluCubic;
-  const float u = x * fmaf(x * x, kInner, kSqrt2OverPi);
-  float t;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
-  return fmaf(x, fmaf(t, 0.5f, 0.5f), r);
+  return fmaf(x, fmaf(gelu_tanh_gate_fast(x), 0.5f, 0.5f), r);
 }
 
 // gelu(x) = ½·x·(1 + erf(x/√2))
