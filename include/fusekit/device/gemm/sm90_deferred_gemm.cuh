@@ -69,11 +69,12 @@ struct DeferredGemm {
   static constexpr int MinBlocksPerMultiprocessor = 1;
   // Registers after setmaxnreg. setmaxnreg.inc draws only on what the block was launched with
   // (168 a thread at 384 threads), so the split must not exceed it or a consumer warp waits
-  // forever: 2·128·208 + 128·88 = 384·168. The consumers hold a 128-value accumulator (ptxas uses
-  // ~187 registers there); the epilogue warps four 16-byte chunks of H and of R at a time.
+  // forever: 2·128·200 + 128·104 = 384·168. The consumers hold a 128-value accumulator (ptxas uses
+  // ~187 registers there); the epilogue warps four 16-byte chunks of H and eight of R (this pass's
+  // and the next's) at a time (52 bytes spilled at 88 registers, ptxas sm_90a).
   static constexpr int kLaunchRegisters = 64 * 1024 / MaxThreadsPerBlock / 8 * 8;
-  static constexpr int kConsumerRegisters = 208;
-  static constexpr int kProducerRegisters = 88;
+  static constexpr int kConsumerRegisters = 200;
+  static constexpr int kProducerRegisters = 104;
   static_assert(kConsumerThreads * kConsumerRegisters + cutlass::NumThreadsPerWarpGroup * kProducerRegisters <=
                     MaxThreadsPerBlock * kLaunchRegisters,
                 "setmaxnreg can only share out the registers the block was launched with");
@@ -410,45 +411,61 @@ struct DeferredGemm {
     for (int j = 0; j < kChunksInFlight; ++j)
       h_offset[j] = swizzled_chunk_offset(static_cast<uint32_t>((first_row + j * kRowStep) * kChunksPerBlockRow + chunk_col));
     const int rows_in_matrix = min(kTileM, m - m0);
-    const int64_t r_pass = static_cast<int64_t>(kPassRows) * params.ldr;
-    if constexpr (kResidual) prefetch_residual_block(params, m0, n0, 0, worker, kWorkers);
+    // Every thread takes kPasses passes a block (the last one partial by rows).
+    constexpr int kPasses = (kTileM + kPassRows - 1) / kPassRows;
+    static_assert((kPasses - 1) * kPassRows + kRowStep <= kTileM, "every thread has a chunk in each pass");
+    constexpr int kSteps = kBlocks * kPasses;
+    // R's chunks of step (block, pass) start at r_row[j] + pass·kPassRows·ldr + block·kBlockN.
+    const Element* r_row[kChunksInFlight];
+    if constexpr (kResidual) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kChunksInFlight; ++j)
+        r_row[j] = params.residual + (m0 + first_row + j * kRowStep) * params.ldr + n0 + chunk_col * kChunk;
+    }
+    // R's chunks of a step, or zeros past the matrix. The branches keep ptxas from sinking the
+    // loads to their uses.
+    const auto load_step = [&](int step, uint4 (&r)[kChunksInFlight]) {
+      const int block = step / kPasses, pass = step % kPasses;
+      const bool col_in_matrix = n0 + block * kBlockN + chunk_col * kChunk < n;
+      const int64_t offset = pass * kPassRows * params.ldr + block * kBlockN;
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kChunksInFlight; ++j) {
+        r[j] = make_uint4(0, 0, 0, 0);
+        if (first_row + pass * kPassRows + j * kRowStep < rows_in_matrix && col_in_matrix)
+          r[j] = __ldcs(reinterpret_cast<const uint4*>(r_row[j] + offset));
+      }
+    };
+    // R runs a pass ahead of the arithmetic: a pass's loads wait out an L2 round trip under the
+    // pass before's GELU (with them in the same pass, the epilogue warps took ~20 µs a tile,
+    // longer than a K = 1024 mainloop: session 46, K sweep).
+    uint4 r_next[kChunksInFlight];
+    if constexpr (kResidual) {
+      prefetch_residual_block(params, m0, n0, 0, worker, kWorkers);
+      load_step(0, r_next);
+    }
     CUTLASS_PRAGMA_NO_UNROLL
-    for (int block = 0; block < kBlocks; ++block) {
+    for (int step = 0; step < kSteps; ++step) {
+      const int block = step / kPasses, pass = step % kPasses;
       if constexpr (kResidual)
-        if (block + 1 < kBlocks) prefetch_residual_block(params, m0, n0, block + 1, worker, kWorkers);
-      const int col = n0 + block * kBlockN + chunk_col * kChunk;
-      const bool col_in_matrix = col < n;
-      const Element* r_ptr[kChunksInFlight];
-      if constexpr (kResidual) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int j = 0; j < kChunksInFlight; ++j)
-          r_ptr[j] = params.residual + (m0 + first_row + j * kRowStep) * params.ldr + col;
+        if (pass == 0 && block + 1 < kBlocks) prefetch_residual_block(params, m0, n0, block + 1, worker, kWorkers);
+      uint4 r[kChunksInFlight];
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kChunksInFlight; ++j) {
+        if constexpr (kResidual) r[j] = r_next[j];
+        else r[j] = make_uint4(0, 0, 0, 0);
       }
-      uint32_t pass_address = hand_address + block * kBlockBytes;
-      CUTLASS_PRAGMA_NO_UNROLL
-      for (int row = first_row; row < kTileM; row += kPassRows) {
-        uint4 h[kChunksInFlight], r[kChunksInFlight];
-        CUTLASS_PRAGMA_UNROLL
-        for (int j = 0; j < kChunksInFlight; ++j) {
-          const int row_j = row + j * kRowStep;
-          r[j] = make_uint4(0, 0, 0, 0);
-          // NOTE: the branches keep ptxas from sinking the loads to their uses (predicated loads
-          // let it, and one chunk's R then waited out its L2 round trip alone; SASS, session 46).
-          if (row_j < kTileM) {
-            h[j] = load_shared(pass_address + h_offset[j]);
-            if constexpr (kResidual)
-              if (row_j < rows_in_matrix && col_in_matrix) r[j] = __ldcs(reinterpret_cast<const uint4*>(r_ptr[j]));
-          }
-        }
-        CUTLASS_PRAGMA_UNROLL
-        for (int j = 0; j < kChunksInFlight; ++j)
-          if (row + j * kRowStep < kTileM) store_shared(pass_address + h_offset[j], activate(h[j], r[j]));
-        pass_address += kPassRows * kSwizzleRowBytes;
-        if constexpr (kResidual) {
-          CUTLASS_PRAGMA_UNROLL
-          for (int j = 0; j < kChunksInFlight; ++j) r_ptr[j] += r_pass;
-        }
-      }
+      if constexpr (kResidual)
+        if (step + 1 < kSteps) load_step(step + 1, r_next);
+      const int row = first_row + pass * kPassRows;
+      const uint32_t pass_address = hand_address + block * kBlockBytes + pass * kPassRows * kSwizzleRowBytes;
+      uint4 h[kChunksInFlight];
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kChunksInFlight; ++j)
+        if (row + j * kRowStep < kTileM) h[j] = load_shared(pass_address + h_offset[j]);
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kChunksInFlight; ++j)
+        if (row + j * kRowStep < kTileM) store_shared(pass_address + h_offset[j], activate(h[j], r[j]));
+      if (pass + 1 < kPasses) continue;
       // The block's generic-proxy writes, seen by the TMA unit's reads.
       cute::tma_store_fence();
       cutlass::arch::NamedBarrier::sync(kWorkers, barrier_id);
