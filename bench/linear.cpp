@@ -266,6 +266,9 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
   };
   fused_rung("portable", "Level 2: fusekit's mma.sync kernel, the chain in a shared-memory staged epilogue", chain,
              GemmBackend::Portable);
+  // What a caller gets who leaves every choice to fusekit (backend, and the Hopper kernel's schedule).
+  fused_rung("auto", "fused_gemm's own choice of backend and schedule (its report says which and why)", chain,
+             GemmBackend::Auto);
   if (current_device_info().cc_major == 9) {
     fused_rung("hopper", "Level 2: CUTLASS TMA warp-specialized cooperative kernel, the chain as an epilogue visitor tree",
                chain, GemmBackend::Sm90, Sm90Schedule::Cooperative);

@@ -25,7 +25,8 @@ std::string_view gemm_backend_name(GemmBackend b);
 
 // How the Hopper kernel splits a tile between its two consumer warpgroups.
 enum class Sm90Schedule : std::uint8_t {
-  Auto,         // Cooperative (faster than Pingpong at every ladder shape; docs/performance.md)
+  Auto,         // Deferred for the residual chain at K >= 4096 over >= 8 tiles an SM, else Cooperative
+                // (faster than Pingpong at every ladder shape; docs/performance.md)
   Cooperative,  // both warpgroups on one 128×256 tile
   Pingpong,     // one 128×128 tile each, alternating: one's epilogue hides under the other's MMAs
   Deferred,     // Cooperative's tile, handed to three producer warps that apply the activation and
@@ -48,7 +49,8 @@ struct FusedGemmArgs {
 
 struct FusedGemmReport {
   GemmBackend backend = GemmBackend::Auto;
-  std::string reason;  // why this backend
+  std::string reason;                         // why this backend (and, for Sm90, this schedule)
+  Sm90Schedule schedule = Sm90Schedule::Auto;  // the Hopper kernel's schedule; Auto for other backends
 };
 
 // Owns the backends' state: the cuBLASLt handle and plan cache, CUTLASS workspaces.

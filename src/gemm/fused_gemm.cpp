@@ -151,6 +151,12 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
     if (!tma_why.empty()) return tma_why;
     return {};
   };
+  // The schedule the Hopper kernel runs, and why (only once it can run).
+  const auto sm90_report = [&](std::string why) -> FusedGemmReport {
+    if (g.schedule != Sm90Schedule::Auto) return {GemmBackend::Sm90, fmt::format("{}; schedule requested", why), g.schedule};
+    auto choice = sm90::auto_schedule(*chain, g.a.shape[0], g.b.shape[0], g.a.shape[1], current_device_info().sm_count);
+    return {GemmBackend::Sm90, fmt::format("{}; {}", why, choice.why), choice.schedule};
+  };
   switch (requested) {
     case GemmBackend::CublasLt:
       if (!lt)
@@ -160,7 +166,7 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
       return {GemmBackend::CublasLt, fmt::format("requested; cuBLASLt epilogue {}", epilogue_name(*lt))};
     case GemmBackend::Sm90:
       if (auto why = sm90_blocker(); !why.empty()) throw Error(ErrorKind::Unsupported, why);
-      return {GemmBackend::Sm90, "requested"};
+      return sm90_report("requested");
     case GemmBackend::Portable:
       if (auto why = portable::blocker(g); !why.empty()) throw Error(ErrorKind::Unsupported, why);
       return {GemmBackend::Portable, "requested"};
@@ -174,7 +180,7 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
   // blocks of kSm90GateBlock): 1.40 ms against 1.48–1.51 for GEMM + pointwise SwiGLU and 4.25 for the
   // portable kernel at 4096×28672×4096 bf16 (docs/performance.md, session 4).
   const std::string sm90_why = sm90_blocker();
-  if (sm90_why.empty()) return {GemmBackend::Sm90, fmt::format("{}; Hopper EVT kernel has it", lt_why)};
+  if (sm90_why.empty()) return sm90_report(fmt::format("{}; Hopper EVT kernel has it", lt_why));
   const std::string portable_why = portable::blocker(g);
   if (portable_why.empty()) return {GemmBackend::Portable, fmt::format("{} and {}", lt_why, sm90_why)};
   throw Error(ErrorKind::Unsupported,
@@ -219,10 +225,9 @@ FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, Gemm
     p.quant_scale = g.tensors.quant_scale;
     p.amax = g.tensors.amax;
   }
-  const Sm90Schedule schedule = g.schedule == Sm90Schedule::Auto ? Sm90Schedule::Cooperative : g.schedule;
-  const std::size_t need = sm90::workspace_bytes(chain, schedule, p);
+  const std::size_t need = sm90::workspace_bytes(chain, report.schedule, p);
   if (h.workspace.bytes() < need) h.workspace = DeviceBuffer(need);
-  sm90::run(chain, schedule, p, h.workspace.data(), stream);
+  sm90::run(chain, report.schedule, p, h.workspace.data(), stream);
   return report;
 }
 

@@ -1,6 +1,8 @@
 // Host dispatch of the Hopper CUTLASS kernels: which chains are compiled, and which schedule runs.
 #include "sm90_cutlass_gemm.hpp"
 
+#include <fmt/format.h>
+
 #include "fusekit/error.hpp"
 
 namespace fusekit::sm90 {
@@ -84,6 +86,21 @@ std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule) {
   if (chain == Chain::SwiGlu || chain == Chain::GeGlu) return kGatedScheduleOnly;
   if (is_scale_bias_act(chain)) return kScaleBiasActScheduleOnly;
   return {};
+}
+
+ScheduleChoice auto_schedule(Chain chain, std::int64_t m, std::int64_t n, std::int64_t k, int sm_count) {
+  if (chain != Chain::BiasGeluResidual) return {Sm90Schedule::Cooperative, "cooperative: the chain's fastest schedule"};
+  if (k < kDeferredMinK)
+    return {Sm90Schedule::Cooperative,
+            fmt::format("cooperative: K = {} < {} leaves the deferred epilogue too little mainloop", k, kDeferredMinK)};
+  const std::int64_t tiles = ((m + kDeferredTileM - 1) / kDeferredTileM) * ((n + kDeferredTileN - 1) / kDeferredTileN);
+  if (tiles < kDeferredMinTilesPerSm * sm_count)
+    return {Sm90Schedule::Cooperative,
+            fmt::format("cooperative: {} tiles on {} SMs, under {} an SM, leave the deferred epilogue's last tile exposed",
+                        tiles, sm_count, kDeferredMinTilesPerSm)};
+  return {Sm90Schedule::Deferred,
+          fmt::format("deferred: the residual chain at K = {} >= {} over {} tiles on {} SMs", k, kDeferredMinK, tiles,
+                      sm_count)};
 }
 
 std::size_t workspace_bytes(Chain chain, Sm90Schedule schedule, const Problem& p) {

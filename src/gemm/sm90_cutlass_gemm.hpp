@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <cuda_runtime_api.h>
@@ -42,6 +43,23 @@ inline constexpr std::string_view kDeferredChainsOnly =
 
 // Why a compiled chain cannot run on `schedule`, or "" when it can.
 std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule);
+
+// Where Auto takes the Deferred schedule: the residual chain, with a mainloop long enough to hide
+// its three epilogue warps' work and enough tiles an SM that the last tile, which hides under
+// nothing, is a small share. Measured on the H200 (docs/performance.md, session 46), residual
+// 8192² × K against the Cooperative kernel: K = 1024 −34 %, 2048 −7 %, 3072 ±0, 4096 +1.4 %;
+// 8192³ +1 to +3 %, 16384×4096×4096 +1 %. On the H100 (session 44) a CTA of ~4 tiles (4096³)
+// lost 2–3 %.
+inline constexpr std::int64_t kDeferredMinK = 4096;
+inline constexpr std::int64_t kDeferredMinTilesPerSm = 8;
+inline constexpr std::int64_t kDeferredTileM = 128, kDeferredTileN = 256;
+
+// The schedule Auto runs `chain` on for an M×N×K problem on `sm_count` SMs, and why.
+struct ScheduleChoice {
+  Sm90Schedule schedule;
+  std::string why;
+};
+ScheduleChoice auto_schedule(Chain chain, std::int64_t m, std::int64_t n, std::int64_t k, int sm_count);
 
 // The compiled chain that implements `spec` exactly, if any.
 std::optional<Chain> match_chain(const EpilogueSpec& spec);

@@ -13,6 +13,9 @@ namespace {
 
 using device::sm90::DeferredChain;
 using device::sm90::DeferredGemm;
+// Auto's tile count (sm90_cutlass_gemm.hpp) counts this kernel's tiles.
+static_assert(DeferredGemm<cutlass::bfloat16_t, DeferredChain::BiasGeluResidual>::kTileM == kDeferredTileM &&
+              DeferredGemm<cutlass::bfloat16_t, DeferredChain::BiasGeluResidual>::kTileN == kDeferredTileN);
 
 template <class K>
 void launch(const Problem& p, cudaStream_t stream) {

@@ -37,7 +37,7 @@ constexpr DType kRowStatDType = DType::F32;  // mean, rstd, max, sum, as the row
 
 // Every fused linear rung runs the one kernel gemm_gelu_bias; a new backend's rung is a name here.
 constexpr std::string_view kFusedLinearRungs[] = {"cublaslt", "portable", "hopper", "hopper_pp", "hopper_deferred",
-                                                  "hopper_sba"};
+                                                  "hopper_sba", "auto"};
 
 constexpr std::string_view kUnfusedRung = "unfused";
 constexpr std::string_view kFusedRowRung = "fused";  // the bench's name for the one-kernel rung

@@ -366,8 +366,8 @@ TEST(ToJson, HoldsEveryField) {
   EXPECT_EQ(j["roofs"]["source"], "datasheet GH100");
   EXPECT_DOUBLE_EQ(j["roofs"]["matrix_fp8_flops_per_s"].get<double>(), 1979e12);
   // unfused, then one fused rung per backend (cublaslt, portable, hopper, hopper_pp, hopper_deferred,
-  // hopper_sba)
-  ASSERT_EQ(j["rungs"].size(), 7u);
+  // hopper_sba) and fused_gemm's own choice (auto)
+  ASSERT_EQ(j["rungs"].size(), 8u);
   const nlohmann::json& unfused = j["rungs"][0];
   EXPECT_EQ(unfused["name"], "unfused");
   EXPECT_EQ(unfused["output_crossings"], 5);
