@@ -8,6 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "bench/harness.hpp"
 #include "fusekit/buffer.hpp"
 #include "fusekit/error.hpp"
@@ -16,6 +18,7 @@
 #include "fusekit/reference/epilogue.hpp"
 #include "fusekit/reference/gemm.hpp"
 #include "fusekit/transfer.hpp"
+#include "support/fake_pointer.hpp"
 #include "support/gpu.hpp"
 #include "support/compare.hpp"
 
@@ -564,6 +567,39 @@ TEST(FusedGemm, AutoPicksCublasLtWhenItHasTheChainAndHopperOtherwise) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
     EXPECT_NE(std::string(e.what()).find("chains of at most 8 nodes"), std::string::npos) << e.what();
   }
+}
+
+// Auto's schedule for the residual chain on the Hopper kernel, in the report with its reason:
+// Deferred at K >= 4096 over >= 8 tiles an SM, Cooperative below either; a requested schedule
+// stays (plan_fused_gemm reads no memory: fake aligned pointers).
+TEST(FusedGemm, AutoDefersTheLongResidualChainOnHopper) {
+  FUSEKIT_REQUIRE_GPU();
+  if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
+  const auto plan = [](std::int64_t m, std::int64_t n, std::int64_t k, Sm90Schedule schedule) {
+    FusedGemmArgs g;
+    g.a = TensorView::matrix(testing::fake_pointer(), DType::BF16, m, k, k);
+    g.b = TensorView::matrix(testing::fake_pointer(), DType::BF16, n, k, k);
+    g.d = TensorView::matrix(testing::fake_pointer(), DType::BF16, m, n, n);
+    g.epilogue = EpilogueSpec{}.bias().gelu_tanh().residual();
+    g.tensors.bias = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {n});
+    g.tensors.residual = g.d;
+    g.schedule = schedule;
+    return plan_fused_gemm(g);
+  };
+  const int sms = current_device_info().sm_count;
+  const auto deferred = plan(8192, 8192, 8192, Sm90Schedule::Auto);
+  EXPECT_EQ(deferred.backend, GemmBackend::Sm90);
+  // 64 × 32 = 2048 tiles of 128×256: over 8 an SM on every Hopper part (at most 132 SMs).
+  EXPECT_EQ(deferred.schedule, Sm90Schedule::Deferred) << deferred.reason;
+  EXPECT_NE(deferred.reason.find("cuBLASLt lacks"), std::string::npos) << deferred.reason;
+  EXPECT_NE(deferred.reason.find(fmt::format("on {} SMs", sms)), std::string::npos) << deferred.reason;
+  const auto short_k = plan(8192, 8192, 2048, Sm90Schedule::Auto);
+  EXPECT_EQ(short_k.schedule, Sm90Schedule::Cooperative);
+  EXPECT_NE(short_k.reason.find("K = 2048 < 4096"), std::string::npos) << short_k.reason;
+  EXPECT_EQ(plan(4096, 4096, 4096, Sm90Schedule::Auto).schedule, Sm90Schedule::Cooperative);
+  const auto requested = plan(8192, 8192, 2048, Sm90Schedule::Deferred);
+  EXPECT_EQ(requested.schedule, Sm90Schedule::Deferred);
+  EXPECT_NE(requested.reason.find("schedule requested"), std::string::npos) << requested.reason;
 }
 
 // What the Hopper kernel's TMA cannot take is refused before launch, naming the operand: a row
