@@ -46,10 +46,12 @@ std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule);
 
 // Where Auto takes the Deferred schedule: the residual chain, with a mainloop long enough to hide
 // its three epilogue warps' work and enough tiles an SM that the last tile, which hides under
-// nothing, is a small share. Measured on the H200 (docs/performance.md, session 46), residual
-// 8192² × K against the Cooperative kernel: K = 1024 −34 %, 2048 −7 %, 3072 ±0, 4096 +1.4 %;
-// 8192³ +1 to +3 %, 16384×4096×4096 +1 %. On the H100 (session 44) a CTA of ~4 tiles (4096³)
-// lost 2–3 %.
+// nothing, is a small share. Residual 8192² × K against the Cooperative kernel
+// (docs/performance.md): on the H200 before R was loaded a pass ahead (session 46) K = 1024 −34 %,
+// 2048 −7 %, 3072 ±0, 4096 +1.4 %, 8192³ +1 to +3 %; on the H100 with it (session 47) K = 1024
+// −17 %, 2048 +4 %, 3072 +3 %, 4096³ (3.9 tiles an SM) +0.6 %, 2048×4096×4096 (1.9) −1.5 %.
+// NOTE: the bounds stay where the H200 measured a gain; the H100's runs allow K >= 2048 over >= 4
+// tiles an SM, for the H200 to confirm.
 inline constexpr std::int64_t kDeferredMinK = 4096;
 inline constexpr std::int64_t kDeferredMinTilesPerSm = 8;
 inline constexpr std::int64_t kDeferredTileM = 128, kDeferredTileN = 256;
