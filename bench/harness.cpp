@@ -243,4 +243,15 @@ Check check_scaled_rows(const TensorView& out, const TensorView& row_scale, cons
   return compare_rows(c, got, expected);
 }
 
+Check check_scaled_rows(const TensorView& out, double scale, const std::vector<std::int64_t>& rows,
+                        const reference::Matrix& expected, std::string what) {
+  Check c;
+  c.bound = tolerance(out.dtype);
+  c.nonfinite = count_nonfinite(out);
+  c.what = std::move(what);
+  auto got = sampled_rows(out, rows);
+  for (double& v : got.data) v *= scale;
+  return compare_rows(c, got, expected);
+}
+
 }  // namespace fusekit::bench

@@ -123,4 +123,8 @@ Check check_rows(const TensorView& out, const std::vector<std::int64_t>& rows, c
 Check check_scaled_rows(const TensorView& out, const TensorView& row_scale, const std::vector<std::int64_t>& rows,
                         const reference::Matrix& expected, std::string what);
 
+// The same with one scale for the whole tensor (out[row]·scale ≈ expected).
+Check check_scaled_rows(const TensorView& out, double scale, const std::vector<std::int64_t>& rows,
+                        const reference::Matrix& expected, std::string what);
+
 }  // namespace fusekit::bench

@@ -1,5 +1,6 @@
 #include "bench/norm.hpp"
 
+#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,6 +28,14 @@ namespace {
 
 constexpr std::int64_t kSweepFirst = 512, kSweepLast = 262144;
 constexpr float kEps = 1e-5f;
+constexpr double kE4m3Max = 448.0;  // the largest finite e4m3 value
+// The per-tensor fp8 rung's scale: this much above the checked rows' max |y| / 448, as a delayed
+// scaling recipe's amax history leaves room. The unchecked rows of these uniform inputs reach a
+// few percent past the checked rows' max at most, and the rung's check fails if any row reaches
+// the scale's limit (its recorded amax above 448·scale).
+constexpr double kTensorScaleMargin = 1.25;
+// A recorded amax may fall this far (relative) below the checked rows' double max |y|: y is f32.
+constexpr double kAmaxTolerance = 1e-3;
 
 EpilogueSpec bias_gelu_residual() { return EpilogueSpec{}.bias().gelu_tanh().residual(); }
 
@@ -34,6 +43,8 @@ struct RowOpState {
   RowOpOptions o;
   DeviceTensor x, r, w, b, h, t, s, y, mean, rstd, max, sum;
   DeviceTensor q, q_scale;  // norms: y quantized to e4m3 with a scale per row
+  DeviceTensor tensor_scale, amax;  // norms: the given scale of the whole tensor, max |y| recorded
+  double tensor_scale_value = 0;    // what tensor_scale holds
   std::vector<std::int64_t> rows;  // checked rows
   reference::Matrix expected;      // y of the checked rows
   reference::Matrix expected_h;    // add_rmsnorm: h of the checked rows
@@ -75,6 +86,8 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
   if (o.op == RowOp::RmsNorm || o.op == RowOp::LayerNorm) {
     s->q = DeviceTensor(DType::E4M3, {m, n});
     s->q_scale = DeviceTensor(DType::F32, {m});
+    s->tensor_scale = DeviceTensor(DType::F32, {1});
+    s->amax = DeviceTensor(DType::F32, {1});
   }
   if (o.op == RowOp::Softmax) {
     s->s = DeviceTensor(dt, {m, n});
@@ -106,6 +119,13 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
       s->expected = reference::apply_epilogue(bias_gelu_residual(), hx, in).out;
       break;
     }
+  }
+  double checked_amax = 0;  // max |y| over the checked rows
+  for (const double v : s->expected.data) checked_amax = std::max(checked_amax, std::abs(v));
+  if (s->tensor_scale.data()) {
+    s->tensor_scale_value = round_to(DType::F32, kTensorScaleMargin * checked_amax / kE4m3Max);
+    const double scale_value[] = {s->tensor_scale_value};
+    upload(scale_value, s->tensor_scale);
   }
   const std::string what = s->rows.size() == static_cast<std::size_t>(m)
                                ? "every row vs CPU double reference"
@@ -188,6 +208,40 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
           },
           poison_all, [s, what] { return check_scaled_rows(s->q, s->q_scale, s->rows, s->expected, what); }, elements,
           fp8_bytes});
+      // Delayed scaling: the scale is given, one for the tensor, and max |y| is recorded for the
+      // next step's. (The amax is zeroed before the checked run only: max is idempotent over runs.)
+      ladder.rungs.push_back(Rung{
+          "fused_fp8_tensor",
+          "one kernel: the norm, then y quantized to e4m3 with a given scale for the tensor, max |y| recorded",
+          [s, kind, ln](cudaStream_t st) {
+            NormQuantizeArgs a;
+            a.norm.kind = kind;
+            a.norm.x = s->x;
+            a.norm.weight = s->w;
+            if (ln) a.norm.bias = s->b;
+            a.norm.y = s->q;
+            a.norm.eps = kEps;
+            a.scale_mode = Fp8ScaleMode::PerTensor;
+            a.scale = s->tensor_scale;
+            a.amax = s->amax;
+            norm_quantize_forward(a, st);
+          },
+          [s, poison_all](cudaStream_t st) {
+            poison_all(st);
+            check_cuda(cudaMemsetAsync(s->amax.data(), 0, sizeof(float), st), "cudaMemsetAsync (amax)");
+          },
+          [s, what, checked_amax] {
+            Check c = check_scaled_rows(s->q, s->tensor_scale_value, s->rows, s->expected, what);
+            const double amax = download(s->amax)[0];
+            const double limit = kE4m3Max * s->tensor_scale_value;
+            if (!(amax >= checked_amax * (1 - kAmaxTolerance) && amax <= limit)) {
+              c.passed = false;
+              c.what += fmt::format("; recorded amax {} outside [{}, {}] (the checked rows' max |y|, 448·scale)",
+                                    amax, checked_amax, limit);
+            }
+            return c;
+          },
+          elements, esz * (elements + (ln ? 2 : 1) * n) + elements});
       break;
     }
     case RowOp::AddRmsNorm: {

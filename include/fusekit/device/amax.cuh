@@ -37,4 +37,15 @@ __device__ __forceinline__ void warp_atomic_amax(float* address, float value) {
   if (threadIdx.x % kWarpThreads == 0) atomic_amax(address, warp_max);
 }
 
+// atomic_amax, skipped where the amax holds as much already (a load from L2 first): a persistent
+// kernel's rows take an atomic only while their tensor's running max grows (a few times over
+// many rows), not one each. A stale load only adds an atomic: the amax never decreases.
+// NOTE: measured on an H100 (session 48, bf16, a per-tensor scale and its amax recorded): with an
+// atomic per row, LayerNorm → e4m3 ran 1.83 TB/s at 131072×1024, and 2.69–2.73 at 32768×4096
+// against 2.93 with a scale per row and no amax.
+__device__ __forceinline__ void filtered_atomic_amax(float* address, float value) {
+  const int bits = __float_as_int(value);
+  if (bits > __ldcg(reinterpret_cast<const int*>(address))) atomicMax(reinterpret_cast<int*>(address), bits);
+}
+
 }  // namespace fusekit::device

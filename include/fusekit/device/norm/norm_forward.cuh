@@ -260,13 +260,12 @@ struct AddOperands {
 inline constexpr int kRereadAddBatch = RereadRowTile<float, RereadRows>::kBatch / 2;
 
 // The factor a quantizing row's stores take, q = y·factor: 448/amax (PerRow; the row's scale,
-// amax/448, written by its leader) or 1/scale (PerTensor). amax: the row's max |y| (all-reduced),
-// folded into the tensor's amax where asked for; unused for PerTensor without it.
+// amax/448, written by its leader) or 1/scale (PerTensor). amax: the row's max |y| (all-reduced;
+// unused for PerTensor).
 // NOTE: the stores take 448/amax: one division instead of two (1/scale; measured neutral, session
 // 12). An all-zero row gets scale 1 (any scale represents it; 0 would not invert); a row with a
 // NaN gets a NaN amax (device/amax.cuh), so a NaN scale and NaN codes.
-__device__ inline float quantize_factor(const NormForwardParams& p, float amax, bool leader, std::int64_t row) {
-  if (leader && p.amax) atomic_amax(p.amax, amax);
+__device__ inline float quantize_scale(const NormForwardParams& p, float amax, bool leader, std::int64_t row) {
   if (p.quant == QuantScale::PerTensor) return 1.0f / *p.tensor_scale;
   if (leader) p.row_scale[row] = amax == 0.0f ? 1.0f : amax / kE4m3Max;
   // NOTE: an approximate quotient (within 2 ulp; the conversion saturates at 448 all the same):
@@ -274,6 +273,20 @@ __device__ inline float quantize_factor(const NormForwardParams& p, float amax, 
   // returns 0 for divisors beyond 2^126, which take the exact one. With AmaxOp's redux: LayerNorm
   // → e4m3 +1.6 % at 32768×4096 bf16, +2.9 % at 12288, 2.1 % fewer instructions (session 22).
   return amax == 0.0f ? 1.0f : (amax < kFastDivisorMax ? __fdividef(kE4m3Max, amax) : kE4m3Max / amax);
+}
+// How a quantizing row's max |y| reaches the tensor's amax (p.amax):
+//   Row:  from the row's leader, after the row's all-reduce of it even where the scale is
+//         PerTensor, by filtered_atomic_amax;
+//   Warp: from each warp's first lane, the warp's max of its lanes' parts (the row's all-reduced
+//         max |y| for PerRow, each lane's own values' for PerTensor, without an all-reduce), into
+//         the warp's part, which a persistent kernel records once as it ends (norm_quantize_row).
+// NOTE: Row costs PerTensor rows with an amax a second all-reduce each.
+enum class TensorAmax { Row, Warp };
+
+// quantize_scale, with the row's amax folded into the tensor's where asked for (TensorAmax::Row).
+__device__ inline float quantize_factor(const NormForwardParams& p, float amax, bool leader, std::int64_t row) {
+  if (leader && p.amax) filtered_atomic_amax(p.amax, amax);
+  return quantize_scale(p, amax, leader, row);
 }
 
 // The all-reduce of call site kSlot for the row of loop iteration `parity` (0 or 1): a CTA that

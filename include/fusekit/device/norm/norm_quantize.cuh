@@ -203,12 +203,21 @@ struct QuantizeRowSchedule {
   Bf16Widen widen = Bf16Widen::Shift;  // of the even bf16 values of x, weight and bias
 };
 
+// The warps' parts of the tensor's max |y| (TensorAmax::Warp), one per warp of the CTA, each
+// written by its warp's first lane only and recorded once as the kernel ends.
+// NOTE: a __shared__ array found by the warp's index where it is used, not a register (or a
+// pointer) kept across the row loop: one register more spilled the kernels at their caps.
+__device__ __forceinline__ float& warp_amax_part() {
+  __shared__ float parts[kMaxRowThreads / kWarpThreads];
+  return parts[threadIdx.x / kWarpThreads];
+}
+
 // One quantizing row, `row` (live: row < rows), of which this thread holds `slot`'s chunks `h`
 // (chunks past the row read as 0, so they add nothing to Σh and Σh²); `allreduce(site, v, op)`
 // reduces v over the row's threads at call site `site` (0 … 3).
 // Out = T: the row's y stored as T, unquantized (no max |y|, no scale).
 template <class T, class Config, Access kAccess, QuantizeRowSchedule kSchedule = QuantizeRowSchedule{},
-          class Out = __nv_fp8_e4m3, class Affine, class AllReduce>
+          class Out = __nv_fp8_e4m3, TensorAmax kTensorAmax = TensorAmax::Row, class Affine, class AllReduce>
 __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, std::int64_t row, bool live,
                                                   const RowSlot& slot, const RowTile<T, Config>& h,
                                                   const Affine& affine, AllReduce&& allreduce) {
@@ -342,9 +351,19 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
     float amax = partial_amax[0];
 #pragma unroll
     for (int j = 1; j < kAmaxChains; ++j) amax = amax_join(amax, partial_amax[j]);
-    if (p.quant == QuantScale::PerRow || p.amax != nullptr)
+    constexpr bool kWarpParts = kTensorAmax == TensorAmax::Warp;
+    if (p.quant == QuantScale::PerRow || (!kWarpParts && p.amax != nullptr))
       amax = allreduce(std::integral_constant<int, 3>{}, amax, AmaxOp{});
-    inv_scale = quantize_factor(p, amax, leader, row);
+    if constexpr (!kWarpParts) {
+      inv_scale = quantize_factor(p, amax, leader, row);
+    } else {
+      inv_scale = quantize_scale(p, amax, leader, row);
+      // Every lane of the warp takes this row (groups are whole warps).
+      if (p.amax != nullptr) {
+        const float warp_part = warp_amax(amax);
+        if (threadIdx.x % kWarpThreads == 0) warp_amax_part() = amax_join(warp_amax_part(), warp_part);
+      }
+    }
   }
 
   auto* out = p.y.row<Out>(row, p.rows_per_batch);
@@ -669,6 +688,13 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       .sum_chains = kNativeEight && kRoomy ? 2 : 1,
       .widen = kNativeEight ? Bf16Widen::Multiply : Bf16Widen::Shift,
   };
+  // The rows' max |y| reaches the tensor's amax warp by warp (TensorAmax::Warp) on eight chunks;
+  // the four-chunk kernels and the float-affine dense one, at their caps, spilled 4–104 bytes with
+  // it (ptxas sm_90a) and take the row's (TensorAmax::Row), as the packed RMSNorm rows do.
+  constexpr TensorAmax kTensorAmax =
+      kEight && (kAffine == AffineFormat::Native || !kDense) ? TensorAmax::Warp : TensorAmax::Row;
+  if constexpr (kTensorAmax == TensorAmax::Warp)
+    if (threadIdx.x % kWarpThreads == 0) warp_amax_part() = 0.0f;  // read and written by this lane only
   int k = 0;
   for (Row row = first; row < rows; row += step, ++k) {
     const int buffer = k % kBuffers;
@@ -701,9 +727,14 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
         reduced = quantize_exchange().allreduce(kSite + kQuantizeSites * parity, reduced, op, rank, kSplitCtas, phases);
       return reduced;
     };
-    if constexpr (kForms == NormForms::RmsNormUnbiased) rms_quantize_packed_row<T, Config>(p, row, slot, h, affine, allreduce);
-    else norm_quantize_row<T, Config, kAccess, kSchedule, Out>(p, row, true, slot, h, affine, allreduce);
+    if constexpr (kForms == NormForms::RmsNormUnbiased) {
+      rms_quantize_packed_row<T, Config>(p, row, slot, h, affine, allreduce);
+    } else {
+      norm_quantize_row<T, Config, kAccess, kSchedule, Out, kTensorAmax>(p, row, true, slot, h, affine, allreduce);
+    }
   }
+  if constexpr (kTensorAmax == TensorAmax::Warp)
+    if (p.amax != nullptr && threadIdx.x % kWarpThreads == 0) atomic_amax(p.amax, warp_amax_part());
 #endif
 }
 
