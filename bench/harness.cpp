@@ -219,6 +219,20 @@ Check compare_rows(Check c, const reference::Matrix& got, const reference::Matri
   return c;
 }
 
+// check_scaled_rows with the scale of each checked row, in the order of `rows`.
+Check check_sampled_scaled_rows(const TensorView& out, const std::vector<double>& sampled_scale,
+                                const std::vector<std::int64_t>& rows, const reference::Matrix& expected,
+                                std::string what) {
+  Check c;
+  c.bound = tolerance(out.dtype);
+  c.nonfinite = count_nonfinite(out);
+  c.what = std::move(what);
+  auto got = sampled_rows(out, rows);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::int64_t j = 0; j < got.cols; ++j) got(static_cast<std::int64_t>(i), j) *= sampled_scale[i];
+  return compare_rows(c, got, expected);
+}
+
 }  // namespace
 
 Check check_rows(const TensorView& out, const std::vector<std::int64_t>& rows, const reference::Matrix& expected,
@@ -232,26 +246,15 @@ Check check_rows(const TensorView& out, const std::vector<std::int64_t>& rows, c
 
 Check check_scaled_rows(const TensorView& out, const TensorView& row_scale, const std::vector<std::int64_t>& rows,
                         const reference::Matrix& expected, std::string what) {
-  Check c;
-  c.bound = tolerance(out.dtype);
-  c.nonfinite = count_nonfinite(out);
-  c.what = std::move(what);
-  auto got = sampled_rows(out, rows);
   const auto scale = download(row_scale);
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    for (std::int64_t j = 0; j < got.cols; ++j) got(static_cast<std::int64_t>(i), j) *= scale[static_cast<std::size_t>(rows[i])];
-  return compare_rows(c, got, expected);
+  std::vector<double> sampled_scale(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) sampled_scale[i] = scale[static_cast<std::size_t>(rows[i])];
+  return check_sampled_scaled_rows(out, sampled_scale, rows, expected, std::move(what));
 }
 
 Check check_scaled_rows(const TensorView& out, double scale, const std::vector<std::int64_t>& rows,
                         const reference::Matrix& expected, std::string what) {
-  Check c;
-  c.bound = tolerance(out.dtype);
-  c.nonfinite = count_nonfinite(out);
-  c.what = std::move(what);
-  auto got = sampled_rows(out, rows);
-  for (double& v : got.data) v *= scale;
-  return compare_rows(c, got, expected);
+  return check_sampled_scaled_rows(out, std::vector<double>(rows.size(), scale), rows, expected, std::move(what));
 }
 
 }  // namespace fusekit::bench

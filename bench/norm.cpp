@@ -192,16 +192,20 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
       // The same norm with its output quantized for an fp8 GEMM: x read once, q written as one
       // byte per element, one scale per row.
       const double fp8_bytes = esz * (elements + (ln ? 2 : 1) * n) + elements + stat_bytes;
+      const auto quantize_args = [s, kind, ln] {
+        NormQuantizeArgs a;
+        a.norm.kind = kind;
+        a.norm.x = s->x;
+        a.norm.weight = s->w;
+        if (ln) a.norm.bias = s->b;
+        a.norm.y = s->q;
+        a.norm.eps = kEps;
+        return a;
+      };
       ladder.rungs.push_back(Rung{
           "fused_fp8", "one kernel: the norm, then y quantized to e4m3 with a scale per row (q·scale ≈ y)",
-          [s, kind, ln](cudaStream_t st) {
-            NormQuantizeArgs a;
-            a.norm.kind = kind;
-            a.norm.x = s->x;
-            a.norm.weight = s->w;
-            if (ln) a.norm.bias = s->b;
-            a.norm.y = s->q;
-            a.norm.eps = kEps;
+          [s, quantize_args](cudaStream_t st) {
+            NormQuantizeArgs a = quantize_args();
             a.scale_mode = Fp8ScaleMode::PerRow;
             a.scale = s->q_scale;
             norm_quantize_forward(a, st);
@@ -213,14 +217,8 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
       ladder.rungs.push_back(Rung{
           "fused_fp8_tensor",
           "one kernel: the norm, then y quantized to e4m3 with a given scale for the tensor, max |y| recorded",
-          [s, kind, ln](cudaStream_t st) {
-            NormQuantizeArgs a;
-            a.norm.kind = kind;
-            a.norm.x = s->x;
-            a.norm.weight = s->w;
-            if (ln) a.norm.bias = s->b;
-            a.norm.y = s->q;
-            a.norm.eps = kEps;
+          [s, quantize_args](cudaStream_t st) {
+            NormQuantizeArgs a = quantize_args();
             a.scale_mode = Fp8ScaleMode::PerTensor;
             a.scale = s->tensor_scale;
             a.amax = s->amax;
