@@ -191,7 +191,7 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
           poison_all, check_y, elements, bytes});
       // The same norm with its output quantized for an fp8 GEMM: x read once, q written as one
       // byte per element, one scale per row.
-      const double fp8_bytes = esz * (elements + (ln ? 2 : 1) * n) + elements + stat_bytes;
+      const double fp8_bytes = esz * (elements + (ln ? 2 : 1) * n) + elements;  // and the scales, if any
       const auto quantize_args = [s, kind, ln] {
         NormQuantizeArgs a;
         a.norm.kind = kind;
@@ -211,7 +211,7 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
             norm_quantize_forward(a, st);
           },
           poison_all, [s, what] { return check_scaled_rows(s->q, s->q_scale, s->rows, s->expected, what); }, elements,
-          fp8_bytes});
+          fp8_bytes + stat_bytes});
       // Delayed scaling: the scale is given, one for the tensor, and max |y| is recorded for the
       // next step's. (The amax is zeroed before the checked run only: max is idempotent over runs.)
       ladder.rungs.push_back(Rung{
@@ -239,7 +239,7 @@ LadderRun make_row_op_ladder(const RowOpOptions& o) {
             }
             return c;
           },
-          elements, esz * (elements + (ln ? 2 : 1) * n) + elements});
+          elements, fp8_bytes});
       break;
     }
     case RowOp::AddRmsNorm: {

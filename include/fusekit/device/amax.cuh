@@ -40,9 +40,10 @@ __device__ __forceinline__ void warp_atomic_amax(float* address, float value) {
 // atomic_amax, skipped where the amax holds as much already (a load from L2 first): a persistent
 // kernel's rows take an atomic only while their tensor's running max grows (a few times over
 // many rows), not one each. A stale load only adds an atomic: the amax never decreases.
-// NOTE: measured on an H100 (session 48, bf16, a per-tensor scale and its amax recorded): with an
-// atomic per row, LayerNorm → e4m3 ran 1.83 TB/s at 131072×1024, and 2.69–2.73 at 32768×4096
-// against 2.93 with a scale per row and no amax.
+// NOTE: measured on an H100 (session 48, bf16, a per-tensor scale and its amax recorded, GB/s):
+// with an atomic per row, LayerNorm → e4m3 ran 1827–1837 at 131072×1024 and 2688–2777 at
+// 32768×4096 (2964–2978 with a scale per row and no amax); filtered (and the eight-chunk rows'
+// parts per warp), 2781 and 2923–2964.
 __device__ __forceinline__ void filtered_atomic_amax(float* address, float value) {
   const int bits = __float_as_int(value);
   if (bits > __ldcg(reinterpret_cast<const int*>(address))) atomicMax(reinterpret_cast<int*>(address), bits);

@@ -203,6 +203,15 @@ struct QuantizeRowSchedule {
   Bf16Widen widen = Bf16Widen::Shift;  // of the even bf16 values of x, weight and bias
 };
 
+// How a quantizing row's max |y| reaches the tensor's amax (p.amax):
+//   Row:  from the row's leader, after the row's all-reduce of it even where the scale is
+//         PerTensor, by filtered_atomic_amax (quantize_factor);
+//   Warp: from each warp's first lane, the warp's max of its lanes' parts (the row's all-reduced
+//         max |y| for PerRow, each lane's own values' for PerTensor, without an all-reduce), into
+//         the warp's part, which a persistent kernel records once as it ends (norm_quantize_row).
+// NOTE: Row costs PerTensor rows with an amax a second all-reduce each.
+enum class TensorAmax { Row, Warp };
+
 // The warps' parts of the tensor's max |y| (TensorAmax::Warp), one per warp of the CTA, each
 // written by its warp's first lane only and recorded once as the kernel ends.
 // NOTE: a __shared__ array found by the warp's index where it is used, not a register (or a
