@@ -50,10 +50,10 @@ std::string_view schedule_blocker(Chain chain, Sm90Schedule schedule);
 // (docs/performance.md): on the H200 before R was loaded a pass ahead (session 46) K = 1024 −34 %,
 // 2048 −7 %, 3072 ±0, 4096 +1.4 %, 8192³ +1 to +3 %; on the H100 with it (session 47) K = 1024
 // −17 %, 2048 +4 %, 3072 +3 %, 4096³ (3.9 tiles an SM) +0.6 %, 2048×4096×4096 (1.9) −1.5 %.
-// NOTE: the bounds stay where the H200 measured a gain; the H100's runs allow K >= 2048 over >= 4
-// tiles an SM, for the H200 to confirm.
-inline constexpr std::int64_t kDeferredMinK = 4096;
-inline constexpr std::int64_t kDeferredMinTilesPerSm = 8;
+// The H200 with R a pass ahead (session 49): K = 2048 +2.6 %, 3072 +1.7 %, 16384×4096×4096 +1.6 %,
+// 4096³ ±0.1 %, so the bounds are the H100's.
+inline constexpr std::int64_t kDeferredMinK = 2048;
+inline constexpr std::int64_t kDeferredMinTilesPerSm = 3;
 inline constexpr std::int64_t kDeferredTileM = 128, kDeferredTileN = 256;
 
 // The schedule Auto runs `chain` on for an M×N×K problem on `sm_count` SMs, and why.
