@@ -203,22 +203,58 @@ struct QuantizeRowSchedule {
   Bf16Widen widen = Bf16Widen::Shift;  // of the even bf16 values of x, weight and bias
 };
 
-// How a quantizing row's max |y| reaches the tensor's amax (p.amax):
-//   Row:  from the row's leader, after the row's all-reduce of it even where the scale is
-//         PerTensor, by filtered_atomic_amax (quantize_factor);
-//   Warp: from each warp's first lane, the warp's max of its lanes' parts (the row's all-reduced
-//         max |y| for PerRow, each lane's own values' for PerTensor, without an all-reduce), into
-//         the warp's part, which a persistent kernel records once as it ends (norm_quantize_row).
-// NOTE: Row costs PerTensor rows with an amax a second all-reduce each.
-enum class TensorAmax { Row, Warp };
+// How a quantizing row's max |y| reaches the tensor's amax (p.amax), and where a PerTensor row
+// finds its factor 1/scale:
+//   Atomic: from the row's leader, after the row's all-reduce of it even where the scale is
+//           PerTensor, by filtered_atomic_amax; 1/scale loaded and divided per row
+//           (quantize_factor): the kernels of a CTA per row group;
+//   Row:    from the row's leader, after the row's all-reduce, by cta_filtered_atomic_amax;
+//   Warp:   from each warp's first lane, the warp's max of its lanes' values (the row's
+//           all-reduced max |y| for PerRow, each lane's own values' for PerTensor, without an
+//           all-reduce), by cta_filtered_atomic_amax.
+// Row and Warp are the persistent kernel's, which stages 1/scale once per CTA
+// (staged_tensor_factor).
+// NOTE: Atomic and Row cost PerTensor rows with an amax a second all-reduce each. Atomic's L2
+// load and division wait on every row: measured on the H200 (session 49, bf16 32768×4096, GB/s)
+// RMSNorm → e4m3 on the four-chunk kernel ran 3446–3461 against 3991–4016 with a scale per row.
+enum class TensorAmax { Atomic, Row, Warp };
 
-// The warps' parts of the tensor's max |y| (TensorAmax::Warp), one per warp of the CTA, each
-// written by its warp's first lane only and recorded once as the kernel ends.
-// NOTE: a __shared__ array found by the warp's index where it is used, not a register (or a
-// pointer) kept across the row loop: one register more spilled the kernels at their caps.
-__device__ __forceinline__ float& warp_amax_part() {
-  __shared__ float parts[kMaxRowThreads / kWarpThreads];
-  return parts[threadIdx.x / kWarpThreads];
+// The CTA's running max of the values it has recorded into a tensor's amax (TensorAmax::Row and
+// Warp), zeroed by its first thread before the CTA's first barrier.
+__device__ __forceinline__ int& cta_amax_bits() {
+  __shared__ int bits;
+  return bits;
+}
+
+// atomic_amax, filtered by the CTA's running max (a shared atomic): the global atomic only where
+// `value` raises it, a few times over a persistent CTA's many rows. Every value is recorded: by
+// this thread, or by the one that raised the running max to it or above.
+// NOTE: no L2 load waited on (filtered_atomic_amax's, every row) and no code after the row loop
+// (a record of parts there spilled the four-chunk kernels at their caps: 24 bytes, ptxas sm_90a).
+__device__ __forceinline__ void cta_filtered_atomic_amax(float* amax, float value) {
+  const int bits = __float_as_int(value);
+  if (atomicMax(&cta_amax_bits(), bits) < bits) atomic_amax(amax, value);
+}
+
+// A persistent CTA's PerTensor factor 1/scale, computed once by its first thread (the scale is
+// given before the launch and the kernel never writes it). NOTE: per row, the scale's load and
+// an exact division cost every thread ~10 instructions.
+__device__ __forceinline__ float& staged_tensor_factor() {
+  __shared__ float factor;
+  return factor;
+}
+
+// The factor of a quantizing row's stores (quantize_scale) whose max |y| is `amax` (all-reduced),
+// that max folded into the tensor's amax as kTensorAmax (Atomic or Row) says.
+template <TensorAmax kTensorAmax>
+__device__ __forceinline__ float row_factor(const NormForwardParams& p, float amax, bool leader, std::int64_t row) {
+  static_assert(kTensorAmax != TensorAmax::Warp, "the row's max, all-reduced");
+  if constexpr (kTensorAmax == TensorAmax::Atomic) {
+    return quantize_factor(p, amax, leader, row);
+  } else {
+    if (leader && p.amax != nullptr) cta_filtered_atomic_amax(p.amax, amax);
+    return p.quant == QuantScale::PerTensor ? staged_tensor_factor() : quantize_scale(p, amax, leader, row);
+  }
 }
 
 // One quantizing row, `row` (live: row < rows), of which this thread holds `slot`'s chunks `h`
@@ -226,7 +262,7 @@ __device__ __forceinline__ float& warp_amax_part() {
 // reduces v over the row's threads at call site `site` (0 … 3).
 // Out = T: the row's y stored as T, unquantized (no max |y|, no scale).
 template <class T, class Config, Access kAccess, QuantizeRowSchedule kSchedule = QuantizeRowSchedule{},
-          class Out = __nv_fp8_e4m3, TensorAmax kTensorAmax = TensorAmax::Row, class Affine, class AllReduce>
+          class Out = __nv_fp8_e4m3, TensorAmax kTensorAmax = TensorAmax::Atomic, class Affine, class AllReduce>
 __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, std::int64_t row, bool live,
                                                   const RowSlot& slot, const RowTile<T, Config>& h,
                                                   const Affine& affine, AllReduce&& allreduce) {
@@ -364,13 +400,13 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
     if (p.quant == QuantScale::PerRow || (!kWarpParts && p.amax != nullptr))
       amax = allreduce(std::integral_constant<int, 3>{}, amax, AmaxOp{});
     if constexpr (!kWarpParts) {
-      inv_scale = quantize_factor(p, amax, leader, row);
+      inv_scale = row_factor<kTensorAmax>(p, amax, leader, row);
     } else {
-      inv_scale = quantize_scale(p, amax, leader, row);
+      inv_scale = p.quant == QuantScale::PerTensor ? staged_tensor_factor() : quantize_scale(p, amax, leader, row);
       // Every lane of the warp takes this row (groups are whole warps).
       if (p.amax != nullptr) {
         const float warp_part = warp_amax(amax);
-        if (threadIdx.x % kWarpThreads == 0) warp_amax_part() = amax_join(warp_amax_part(), warp_part);
+        if (threadIdx.x % kWarpThreads == 0) cta_filtered_atomic_amax(p.amax, warp_part);
       }
     }
   }
@@ -462,7 +498,7 @@ __device__ __forceinline__ void rms_quantize_packed_row(const NormForwardParams&
     if (p.mean) p.mean[row] = 0.0f;
     if (p.rstd) p.rstd[row] = rstd;
   }
-  const float factor = rstd * quantize_factor(p, stats.max * rstd, leader, row);
+  const float factor = rstd * row_factor<TensorAmax::Row>(p, stats.max * rstd, leader, row);
 
   // The stores walk the row (norm_quantize_row's reason).
   auto* walk = p.y.row<__nv_fp8_e4m3>(row, p.rows_per_batch) + Tile::column(slot, 0);
@@ -593,6 +629,15 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   static_assert(kForms == NormForms::Any || kAccess == Access::Whole, "packed RMSNorm rows: whole chunks");
   static_assert(kForms == NormForms::Any || std::is_same_v<Out, __nv_fp8_e4m3>, "packed RMSNorm rows: e4m3");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // First, while nothing else is live: the division's slow path is a call, and placed before the
+  // barrier below it spilled the kernels at their caps (ptxas sm_90a: 8–92 bytes).
+  constexpr bool kQuantizes = std::is_same_v<Out, __nv_fp8_e4m3>;
+  if constexpr (kQuantizes) {
+    if (threadIdx.x == 0) {
+      cta_amax_bits() = 0;
+      if (p.quant == QuantScale::PerTensor) staged_tensor_factor() = 1.0f / *p.tensor_scale;
+    }
+  }
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   using Smem = PersistentQuantizeSmem<T>;
   // Eight chunks fit their caps by 32-bit row indices (the host keeps their rows below
@@ -664,7 +709,7 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   std::uint32_t phases = 0;  // of quantize_exchange's slots
   if constexpr (!kCopiesFirst)
     if (copier) init_landed();
-  __syncthreads();  // the affine and the barriers
+  __syncthreads();  // the affine, the barriers, the CTA's running amax and the factor
   if constexpr (kClustered) quantize_exchange().start();
   // The rows in flight ahead of this one at the loop's top (one buffer: none).
   const Row lead = Row{kBuffers - 1} * step;
@@ -702,8 +747,6 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   // it (ptxas sm_90a) and take the row's (TensorAmax::Row), as the packed RMSNorm rows do.
   constexpr TensorAmax kTensorAmax =
       kEight && (kAffine == AffineFormat::Native || !kDense) ? TensorAmax::Warp : TensorAmax::Row;
-  if constexpr (kTensorAmax == TensorAmax::Warp)
-    if (threadIdx.x % kWarpThreads == 0) warp_amax_part() = 0.0f;  // read and written by this lane only
   int k = 0;
   for (Row row = first; row < rows; row += step, ++k) {
     const int buffer = k % kBuffers;
@@ -742,8 +785,6 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       norm_quantize_row<T, Config, kAccess, kSchedule, Out, kTensorAmax>(p, row, true, slot, h, affine, allreduce);
     }
   }
-  if constexpr (kTensorAmax == TensorAmax::Warp)
-    if (p.amax != nullptr && threadIdx.x % kWarpThreads == 0) atomic_amax(p.amax, warp_amax_part());
 #endif
 }
 
