@@ -54,7 +54,7 @@ EagerMatrix<T> out(const TensorView& t) {
 const float* stat(const TensorView& t) { return static_cast<const float*>(t.data); }
 
 int grid_for(std::int64_t work) {
-  static const int sm_count = current_device_info().sm_count;
+  const int sm_count = current_device_info().sm_count;  // cached per device (runtime.hpp)
   return static_cast<int>(std::max<std::int64_t>(
       1, std::min<std::int64_t>(std::int64_t{sm_count} * kBlocksPerSm,
                                 (work + device::kEagerThreads - 1) / device::kEagerThreads)));
