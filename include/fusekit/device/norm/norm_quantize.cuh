@@ -630,7 +630,8 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   static_assert(kForms == NormForms::Any || std::is_same_v<Out, __nv_fp8_e4m3>, "packed RMSNorm rows: e4m3");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // First, while nothing else is live: the division's slow path is a call, and placed before the
-  // barrier below it spilled the kernels at their caps (ptxas sm_90a: 8–92 bytes).
+  // barrier below it spilled the eight-chunk float-affine kernels at their caps (ptxas sm_90a:
+  // 60–92 bytes at 96–104 registers).
   constexpr bool kQuantizes = std::is_same_v<Out, __nv_fp8_e4m3>;
   if constexpr (kQuantizes) {
     if (threadIdx.x == 0) {
