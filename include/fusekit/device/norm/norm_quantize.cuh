@@ -244,6 +244,12 @@ __device__ __forceinline__ float& staged_tensor_factor() {
   return factor;
 }
 
+// quantize_scale in a persistent CTA: a PerTensor row takes the CTA's staged 1/scale.
+__device__ __forceinline__ float staged_quantize_scale(const NormForwardParams& p, float amax, bool leader,
+                                                       std::int64_t row) {
+  return p.quant == QuantScale::PerTensor ? staged_tensor_factor() : quantize_scale(p, amax, leader, row);
+}
+
 // The factor of a quantizing row's stores (quantize_scale) whose max |y| is `amax` (all-reduced),
 // that max folded into the tensor's amax as kTensorAmax (Atomic or Row) says.
 template <TensorAmax kTensorAmax>
@@ -253,7 +259,7 @@ __device__ __forceinline__ float row_factor(const NormForwardParams& p, float am
     return quantize_factor(p, amax, leader, row);
   } else {
     if (leader && p.amax != nullptr) cta_filtered_atomic_amax(p.amax, amax);
-    return p.quant == QuantScale::PerTensor ? staged_tensor_factor() : quantize_scale(p, amax, leader, row);
+    return staged_quantize_scale(p, amax, leader, row);
   }
 }
 
@@ -402,7 +408,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
     if constexpr (!kWarpParts) {
       inv_scale = row_factor<kTensorAmax>(p, amax, leader, row);
     } else {
-      inv_scale = p.quant == QuantScale::PerTensor ? staged_tensor_factor() : quantize_scale(p, amax, leader, row);
+      inv_scale = staged_quantize_scale(p, amax, leader, row);
       // Every lane of the warp takes this row (groups are whole warps).
       if (p.amax != nullptr) {
         const float warp_part = warp_amax(amax);
