@@ -60,4 +60,10 @@ struct DeviceInfo {
 // The current device's facts, queried once per device; throws Error(NoDevice) without one.
 const DeviceInfo& current_device_info();
 
+// The CTAs of a grid-stride launch over `work` items, `threads` per CTA: one CTA per `threads`
+// items, at most `ctas_per_sm` per SM of `sm_count`, and at least one.
+int grid_stride_ctas(std::int64_t work, int threads, int ctas_per_sm, int sm_count);
+// The same on the current device.
+int grid_stride_ctas(std::int64_t work, int threads, int ctas_per_sm);
+
 }  // namespace fusekit

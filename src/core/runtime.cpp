@@ -2,6 +2,7 @@
 
 #include "fusekit/runtime.hpp"
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <optional>
@@ -94,6 +95,15 @@ const DeviceInfo& current_device_info() {
   auto& slot = cache[static_cast<std::size_t>(index)];
   if (!slot) slot = query_device_info(index);
   return *slot;
+}
+
+int grid_stride_ctas(std::int64_t work, int threads, int ctas_per_sm, int sm_count) {
+  const std::int64_t wanted = (work + threads - 1) / threads;
+  return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, std::int64_t{sm_count} * ctas_per_sm)));
+}
+
+int grid_stride_ctas(std::int64_t work, int threads, int ctas_per_sm) {
+  return grid_stride_ctas(work, threads, ctas_per_sm, current_device_info().sm_count);
 }
 
 }  // namespace fusekit

@@ -3,7 +3,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "../row/row_launch.cuh"
@@ -53,12 +52,7 @@ EagerMatrix<T> out(const TensorView& t) {
 }
 const float* stat(const TensorView& t) { return static_cast<const float*>(t.data); }
 
-int grid_for(std::int64_t work) {
-  const int sm_count = current_device_info().sm_count;  // cached per device (runtime.hpp)
-  return static_cast<int>(std::max<std::int64_t>(
-      1, std::min<std::int64_t>(std::int64_t{sm_count} * kBlocksPerSm,
-                                (work + device::kEagerThreads - 1) / device::kEagerThreads)));
-}
+int grid_for(std::int64_t work) { return grid_stride_ctas(work, device::kEagerThreads, kBlocksPerSm); }
 
 // Runs f(T{}) with T the element type of `dtype`.
 template <class F>

@@ -25,11 +25,7 @@ struct AddOp {
 constexpr int kThreads = 256;
 constexpr int kBlocksPerSm = 8;  // enough resident warps to keep every SM's loads in flight
 
-int grid_for(std::int64_t work) {
-  const int sm_count = current_device_info().sm_count;  // cached per device (runtime.hpp)
-  return static_cast<int>(std::max<std::int64_t>(
-      1, std::min<std::int64_t>(std::int64_t(sm_count) * kBlocksPerSm, (work + kThreads - 1) / kThreads)));
-}
+int grid_for(std::int64_t work) { return grid_stride_ctas(work, kThreads, kBlocksPerSm); }
 
 void check_matrix(std::string_view arg, const TensorView& t) {
   check::device_tensor(arg, t);
