@@ -5,6 +5,8 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
+#include "fusekit/build_info.hpp"
+
 namespace fusekit {
 
 std::string_view error_kind_name(ErrorKind kind) {
@@ -35,7 +37,7 @@ void check_cuda(int status, std::string_view what) {
     throw Error(ErrorKind::Unsupported,
                 fmt::format("{}: no fusekit machine code for this GPU ({}); this build has {} "
                             "(FUSEKIT_CUDA_GENCODE)",
-                            what, cudaGetErrorName(err), FUSEKIT_BUILT_ARCHS));
+                            what, cudaGetErrorName(err), build_info().archs));
   }
   throw Error(ErrorKind::Cuda,
               fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));

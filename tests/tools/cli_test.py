@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The fusekit CLI on bad input: every bad option is refused by name with a non-zero exit before any
-work (no uncaught exception, no signal), and a valid command that needs no GPU still runs.
+work (no uncaught exception, no signal), and a valid command that needs no GPU still runs; and
+`fusekit version` (or --version) names the build without a GPU.
 
 usage: cli_test.py PATH_TO_fusekit
 """
+import re
 import subprocess
 import sys
 import unittest
@@ -39,6 +41,19 @@ class BadInput(unittest.TestCase):
     def test_a_valid_command_without_a_gpu_runs(self):
         code, out = run("explain", "layernorm", "--rows", "3", "--cols", "5")
         self.assertEqual(code, 0, out)
+
+
+class Version(unittest.TestCase):
+    LINE = re.compile(r"fusekit [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]{12}(-dirty)?|unknown)\), "
+                      r"CUDA [0-9]+\.[0-9]+, machine code sm_[0-9]+a?(, sm_[0-9]+a?)*\n")
+
+    def test_names_the_build_without_a_gpu(self):
+        code, out = run("version")
+        self.assertEqual(code, 0, out)
+        self.assertTrue(self.LINE.fullmatch(out), out)
+
+    def test_the_flag_prints_the_same_line(self):
+        self.assertEqual(run("--version"), run("version"))
 
 
 if __name__ == "__main__":

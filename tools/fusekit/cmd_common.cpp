@@ -6,6 +6,7 @@
 #include <climits>
 #include <fstream>
 
+#include "fusekit/build_info.hpp"
 #include "fusekit/error.hpp"
 #include "fusekit/runtime.hpp"
 #include "tools/fusekit/commands.hpp"
@@ -19,7 +20,7 @@ int no_device(const std::string& what) {
 
 void add_common_bench_options(CLI::App* sub, CommonBenchOptions& o) {
   sub->add_flag("--check", o.check, "validate every output element against the CPU reference (slow)");
-  sub->add_option("--json", o.json_path, "write one JSON line per rung to FILE");
+  sub->add_option("--json", o.json_path, "write one JSON line per rung to FILE, naming the build's commit and the GPU");
   sub->add_option("--seed", o.seed, "random seed (default: a fresh one each run)");
   sub->add_option("--runs", o.min_runs, "minimum timed runs per rung")
       ->check(CLI::Range(1, INT_MAX))
@@ -53,7 +54,13 @@ int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladde
     }
     const auto results = bench::run_ladder(ladder, timing, stream);
     for (const auto& r : results) {
-      if (json) json << bench::to_json(r).dump() << "\n";
+      if (json) {
+        // Each line names the code and the GPU that made it.
+        auto line = bench::to_json(r);
+        line["commit"] = build_info().commit;
+        line["device"] = current_device_info().name;
+        json << line.dump() << "\n";
+      }
       all_valid = all_valid && r.check.passed;
     }
     fmt::print("{}", bench::format_table(results));

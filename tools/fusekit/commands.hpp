@@ -49,6 +49,10 @@ void add_common_bench_options(CLI::App* sub, CommonBenchOptions& options);
 int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladders,
                 const CommonBenchOptions& options);
 
+// "fusekit VERSION (commit C), CUDA X.Y, machine code ARCHS": the build, for printed results.
+std::string version_line();
+
+void add_version_command(CLI::App& app, Commands& commands);  // fusekit version
 void add_devices_command(CLI::App& app, Commands& commands);
 void add_bench_linear_command(CLI::App& bench, Commands& commands);
 void add_explain_command(CLI::App& app, Commands& commands);  // fusekit explain <case>

@@ -1,4 +1,5 @@
 // The fusekit command-line tool.
+//   fusekit version                     the build: version, commit, CUDA runtime, machine code
 //   fusekit devices                     the GPU, its SMs, memory and measured copy bandwidth
 //   fusekit bench <ladder> [options]    validate, then time, every rung of a ladder
 //   fusekit explain <case> [shape]      the seeds' arithmetic from the traffic model (no GPU)
@@ -13,8 +14,10 @@
 int main(int argc, char** argv) {
   using namespace fusekit::tools;
   CLI::App app{"fusekit: fused kernels on NVIDIA tensor cores, measured and proven"};
+  app.set_version_flag("--version", version_line());
   app.require_subcommand(1);
   Commands commands;
+  add_version_command(app, commands);
   add_devices_command(app, commands);
   auto* bench = app.add_subcommand("bench", "validate, then time, each rung of a ladder against its baseline");
   bench->require_subcommand(1);
