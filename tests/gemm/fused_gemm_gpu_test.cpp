@@ -597,7 +597,9 @@ TEST(FusedGemm, AutoDefersTheLongResidualChainOnHopper) {
   EXPECT_EQ(short_k.schedule, Sm90Schedule::Cooperative);
   EXPECT_NE(short_k.reason.find("K = 1024 < 2048"), std::string::npos) << short_k.reason;
   // 16 × 16 = 256 tiles: under 3 an SM wherever there are more than 85 SMs (the H100 and H200: 132).
-  if (sms > 85) EXPECT_EQ(plan(2048, 4096, 4096, Sm90Schedule::Auto).schedule, Sm90Schedule::Cooperative);
+  if (sms > 85) {
+    EXPECT_EQ(plan(2048, 4096, 4096, Sm90Schedule::Auto).schedule, Sm90Schedule::Cooperative);
+  }
   const auto requested = plan(8192, 8192, 1024, Sm90Schedule::Deferred);
   EXPECT_EQ(requested.schedule, Sm90Schedule::Deferred);
   EXPECT_NE(requested.reason.find("schedule requested"), std::string::npos) << requested.reason;
