@@ -241,10 +241,16 @@ void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t
     rows::launch(blocks.kernel, p.layout, blocks.groups * p.layout.rows_per_cta, p, stream, blocks.name,
                  blocks.shared_bytes);
     if (param_grads(a) == ParamGrads::Wanted) {
-      const auto tiles = static_cast<unsigned>(ceil_div(shape.n, device::kWarpThreads));
-      device::norm_column_sum_kernel<T>
-          <<<tiles, device::kColumnSumWarps * device::kWarpThreads, 0, stream>>>(sums);
-      check_launch("norm_column_sum_kernel");
+      if (blocks.groups <= device::kColumnSumSequentialGroups) {
+        const auto ctas = static_cast<unsigned>(ceil_div(shape.n, device::kColumnSumColumnThreads));
+        device::norm_column_sum_by_column_kernel<T><<<ctas, device::kColumnSumColumnThreads, 0, stream>>>(sums);
+        check_launch("norm_column_sum_by_column_kernel");
+      } else {
+        const auto tiles = static_cast<unsigned>(ceil_div(shape.n, device::kWarpThreads));
+        device::norm_column_sum_kernel<T>
+            <<<tiles, device::kColumnSumWarps * device::kWarpThreads, 0, stream>>>(sums);
+        check_launch("norm_column_sum_kernel");
+      }
     }
   });
 }

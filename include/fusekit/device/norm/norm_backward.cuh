@@ -7,7 +7,9 @@
 //      contiguous block of rows, sums dy·x̂ and dy over them in registers, and writes its
 //      partial sums to row k of two f32 [groups, n] arrays (rows that share a CTA are summed
 //      through shared memory first, in a fixed order);
-//   2. norm_column_sum_kernel: each column's partials are summed over the groups in a fixed order.
+//   2. norm_column_sum_kernel (many groups) or norm_column_sum_by_column_kernel (a few, the
+//      cluster kernels' long rows): each column's partials are summed over the groups in a fixed
+//      order.
 // No atomics: the same device and shape give the same bits every run.
 
 #include <cstdint>
@@ -522,6 +524,27 @@ __global__ void __launch_bounds__(kColumnSumWarps* kWarpThreads) norm_column_sum
     const float total = column_sum(p.partial_db, p, c);
     if (writer) static_cast<T*>(p.db)[c] = Element<T>::store(total);
   }
+}
+
+// Step 2 where the groups are few: out[c] = Σ_k partial[k][c] by a thread per column, k in order,
+// several loads in flight. (norm_column_sum_kernel's CTAs of 1024 threads take 32 columns each:
+// at 7 groups, rows of 262144, 8192 of them, 7 of whose 32 warps load anything.)
+inline constexpr std::int64_t kColumnSumSequentialGroups = 64;
+inline constexpr int kColumnSumColumnThreads = 256;
+inline constexpr int kColumnSumLoadsInFlight = 8;
+
+template <class T>
+__global__ void __launch_bounds__(kColumnSumColumnThreads) norm_column_sum_by_column_kernel(const NormColumnSumParams p) {
+  const int c = static_cast<int>(blockIdx.x) * kColumnSumColumnThreads + static_cast<int>(threadIdx.x);
+  if (c >= p.n) return;
+  float dw = 0.0f, db = 0.0f;
+#pragma unroll kColumnSumLoadsInFlight
+  for (std::int64_t k = 0; k < p.groups; ++k) {
+    if (p.partial_dw) dw += p.partial_dw[k * p.n + c];
+    if (p.partial_db) db += p.partial_db[k * p.n + c];
+  }
+  if (p.partial_dw) static_cast<T*>(p.dw)[c] = Element<T>::store(dw);
+  if (p.partial_db) static_cast<T*>(p.db)[c] = Element<T>::store(db);
 }
 
 }  // namespace fusekit::device
