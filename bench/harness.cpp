@@ -204,6 +204,22 @@ reference::Matrix sampled_rows(const TensorView& t, const std::vector<std::int64
   return m;
 }
 
+reference::Matrix sampled_columns(const TensorView& t, const std::vector<std::int64_t>& columns) {
+  const std::int64_t rows = t.shape[0];
+  reference::Matrix m(rows, static_cast<std::int64_t>(columns.size()));
+  if (std::ssize(columns) == t.shape[1]) {  // every column, being distinct (CheckScope::AllRows): one download
+    m.data = download(t);
+    return m;
+  }
+  const auto element = static_cast<std::int64_t>(t.element_size());
+  for (std::size_t k = 0; k < columns.size(); ++k) {
+    auto* base = static_cast<char*>(t.data) + columns[k] * element;
+    const auto v = download(TensorView::matrix(base, t.dtype, rows, 1, t.strides[0]));
+    for (std::int64_t r = 0; r < rows; ++r) m(r, static_cast<std::int64_t>(k)) = v[static_cast<std::size_t>(r)];
+  }
+  return m;
+}
+
 namespace {
 
 // `got` (rows of an output, NaN and Inf counted in c.nonfinite already) against `expected`.

@@ -112,6 +112,9 @@ double tolerance(DType output);
 
 // The given rows of a row-major [M, N] device tensor, as a host matrix (row k = rows[k]).
 reference::Matrix sampled_rows(const TensorView& t, const std::vector<std::int64_t>& rows);
+// The given distinct columns of a row-major [M, N] device tensor, as a host matrix
+// [M, columns.size()] (column k = columns[k]).
+reference::Matrix sampled_columns(const TensorView& t, const std::vector<std::int64_t>& columns);
 
 // `out`'s given rows against `expected` (the same rows of the reference): relative L2 within
 // tolerance(dtype) and no NaN or Inf anywhere in `out`.

@@ -27,8 +27,10 @@ constexpr float kEps = 1e-5f;
 struct RowBackwardState {
   RowBackwardOptions o;
   DeviceTensor x, y, dy, dx, w, dw, db, mean, rstd, workspace;
-  std::vector<std::int64_t> rows;  // checked rows
-  reference::Matrix expected;      // dx of the checked rows
+  std::vector<std::int64_t> rows;     // checked rows
+  reference::Matrix expected;         // dx of the checked rows
+  std::vector<std::int64_t> columns;  // the columns whose dw and db are checked (norms)
+  std::vector<double> expected_dw, expected_db;
 };
 
 std::vector<double> sampled_stats(const TensorView& t, const std::vector<std::int64_t>& rows) {
@@ -36,6 +38,22 @@ std::vector<double> sampled_stats(const TensorView& t, const std::vector<std::in
   std::vector<double> v;
   for (const std::int64_t r : rows) v.push_back(all[static_cast<std::size_t>(r)]);
   return v;
+}
+
+// `out` (a vector of n) at `columns` against `expected`, folded into `c`: the worse relative L2 of
+// the two, and every NaN or Inf in `out`.
+void fold_columns(Check& c, const TensorView& out, const std::vector<std::int64_t>& columns,
+                  const std::vector<double>& expected) {
+  const auto got = download(out);
+  double d = 0, r = 0;
+  for (std::size_t k = 0; k < columns.size(); ++k) {
+    const double v = got[static_cast<std::size_t>(columns[k])];
+    if (std::isfinite(v)) d += (v - expected[k]) * (v - expected[k]);  // else counted in nonfinite
+    r += expected[k] * expected[k];
+  }
+  c.rel_err = std::max(c.rel_err, std::sqrt(d / std::max(r, std::numeric_limits<double>::min())));
+  c.nonfinite += count_nonfinite(out);
+  c.passed = c.nonfinite == 0 && c.rel_err <= c.bound;
 }
 
 }  // namespace
@@ -75,11 +93,22 @@ LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
   const double esz = static_cast<double>(dtype_size(dt));
   const double elements = static_cast<double>(m) * static_cast<double>(n);
   const double stat_bytes = static_cast<double>(m) * sizeof(float);
-  const std::string what = s->rows.size() == static_cast<std::size_t>(m)
-                               ? "dx of every row vs CPU double reference"
-                               : fmt::format("dx of {} sampled rows vs CPU double reference (seed {})", s->rows.size(),
-                                             seed);
-  auto check = [s, what] { return check_rows(s->dx, s->rows, s->expected, s->o.dtype, what); };
+  const bool norm = o.op != RowBackwardOp::Softmax;
+  if (norm) s->columns = rows_to_check(n, o.scope, seed + 3);
+  const std::string rows_checked =
+      s->rows.size() == static_cast<std::size_t>(m) ? "dx of every row" : fmt::format("dx of {} sampled rows", s->rows.size());
+  const std::string columns_checked =
+      !norm ? ""
+      : s->columns.size() == static_cast<std::size_t>(n)
+          ? ", dw and db of every column"
+          : fmt::format(", dw and db of {} sampled columns", s->columns.size());
+  const std::string what = fmt::format("{}{} vs CPU double reference (seed {})", rows_checked, columns_checked, seed);
+  auto check = [s, what] {
+    Check c = check_rows(s->dx, s->rows, s->expected, s->o.dtype, what);
+    if (s->dw.data()) fold_columns(c, s->dw, s->columns, s->expected_dw);
+    if (s->db.data()) fold_columns(c, s->db, s->columns, s->expected_db);
+    return c;
+  };
   auto poison_all = [s](cudaStream_t st) {
     poison(s->dx, st);
     if (s->dw.data()) poison(s->dw, st);
@@ -122,6 +151,14 @@ LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
                                          ln ? sampled_stats(s->mean, s->rows) : std::vector<double>{},
                                          sampled_stats(s->rstd, s->rows))
                     .dx;
+  {
+    // dw and db of the checked columns sum over every row of those columns alone; the same
+    // reference on that column block (its dx, which needs whole rows, is not used).
+    auto grads = reference::norm_backward(kind, sampled_columns(s->dy, s->columns), sampled_columns(s->x, s->columns),
+                                          {}, ln ? download(s->mean) : std::vector<double>{}, download(s->rstd));
+    s->expected_dw = std::move(grads.dweight);
+    s->expected_db = std::move(grads.dbias);
+  }
   // x, dy read and dx written; w read, dw (and db) written; the saved statistics read.
   const double bytes = esz * (3 * elements + (ln ? 3 : 2) * n) + (ln ? 2 : 1) * stat_bytes;
   ladder.rungs.push_back(Rung{

@@ -55,5 +55,20 @@ TEST(NumericsGpu, UploadDownloadRoundTripsStridedViews) {
   EXPECT_EQ(download(t), values);
 }
 
+TEST(NumericsGpu, DownloadOfAColumnReadsItsRowsOnly) {
+  FUSEKIT_REQUIRE_GPU();
+  constexpr std::int64_t kRows = 9, kCols = 7, kColumn = 4;
+  DeviceBuffer storage(kRows * kCols * sizeof(float));
+  const auto whole = TensorView::matrix(storage.data(), DType::F32, kRows, kCols, kCols);
+  std::vector<double> values(kRows * kCols);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.25 * double(i) - 3.0;
+  upload(values, whole);
+  auto* column_base = static_cast<float*>(storage.data()) + kColumn;
+  const auto column = TensorView::matrix(column_base, DType::F32, kRows, 1, kCols);
+  std::vector<double> want(kRows);
+  for (std::int64_t r = 0; r < kRows; ++r) want[r] = values[r * kCols + kColumn];
+  EXPECT_EQ(download(column), want);
+}
+
 }  // namespace
 }  // namespace fusekit
