@@ -95,8 +95,9 @@ LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
   const double stat_bytes = static_cast<double>(m) * sizeof(float);
   const bool norm = o.op != RowBackwardOp::Softmax;
   if (norm) s->columns = rows_to_check(n, o.scope, seed + 3);
-  const std::string rows_checked =
-      s->rows.size() == static_cast<std::size_t>(m) ? "dx of every row" : fmt::format("dx of {} sampled rows", s->rows.size());
+  const std::string rows_checked = s->rows.size() == static_cast<std::size_t>(m)
+                                       ? "dx of every row"
+                                       : fmt::format("dx of {} sampled rows", s->rows.size());
   const std::string columns_checked =
       !norm ? ""
       : s->columns.size() == static_cast<std::size_t>(n)
