@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <limits>
 
 #include "../core/parallel.hpp"
 #include "fusekit/error.hpp"
@@ -65,8 +66,12 @@ struct Fetched {
   TensorView view;
 };
 Fetched fetch(const TensorView& t) {
-  if (t.rank != 2 || t.strides[1] != 1 || t.strides[0] <= t.shape[1] || t.numel() == 0) return {fetch_span(t), t};
   const std::size_t esz = t.element_size();
+  // cudaMemcpy2D takes pitches up to cudaDevAttrMaxPitch (2^31 − 1 bytes: deviceQuery's "maximum memory pitch").
+  constexpr auto kMaxPitchBytes = static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max());
+  const bool pitched = t.rank == 2 && t.strides[1] == 1 && t.strides[0] > t.shape[1] && t.numel() > 0 &&
+                       static_cast<std::size_t>(t.strides[0]) * esz <= kMaxPitchBytes;
+  if (!pitched) return {fetch_span(t), t};
   const auto width = static_cast<std::size_t>(t.shape[1]) * esz;
   Fetched f{std::vector<unsigned char>(static_cast<std::size_t>(t.numel()) * esz), t};
   check_cuda(cudaMemcpy2D(f.raw.data(), width, t.data, static_cast<std::size_t>(t.strides[0]) * esz, width,
