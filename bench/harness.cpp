@@ -205,17 +205,20 @@ reference::Matrix sampled_rows(const TensorView& t, const std::vector<std::int64
 }
 
 reference::Matrix sampled_columns(const TensorView& t, const std::vector<std::int64_t>& columns) {
-  const std::int64_t rows = t.shape[0];
-  reference::Matrix m(rows, static_cast<std::int64_t>(columns.size()));
-  if (std::ssize(columns) == t.shape[1]) {  // every column, being distinct (CheckScope::AllRows): one download
-    m.data = download(t);
-    return m;
-  }
-  const auto element = static_cast<std::int64_t>(t.element_size());
-  for (std::size_t k = 0; k < columns.size(); ++k) {
-    auto* base = static_cast<char*>(t.data) + columns[k] * element;
-    const auto v = download(TensorView::matrix(base, t.dtype, rows, 1, t.strides[0]));
-    for (std::int64_t r = 0; r < rows; ++r) m(r, static_cast<std::int64_t>(k)) = v[static_cast<std::size_t>(r)];
+  const std::int64_t rows = t.shape[0], cols = t.shape[1];
+  reference::Matrix m(rows, std::ssize(columns));
+  // Blocks of whole rows, each one copy and one parallel conversion, of which the columns are
+  // kept: a column's own view would copy the whole span from its first element to its last.
+  constexpr std::int64_t kBlockElements = std::int64_t{1} << 22;
+  const std::int64_t block = std::max<std::int64_t>(1, kBlockElements / cols);
+  const auto row_bytes = t.strides[0] * static_cast<std::int64_t>(t.element_size());
+  for (std::int64_t first = 0; first < rows; first += block) {
+    const std::int64_t count = std::min(block, rows - first);
+    auto* base = static_cast<char*>(t.data) + first * row_bytes;
+    const auto v = download(TensorView::matrix(base, t.dtype, count, cols, t.strides[0]));
+    for (std::int64_t r = 0; r < count; ++r)
+      for (std::size_t k = 0; k < columns.size(); ++k)
+        m(first + r, static_cast<std::int64_t>(k)) = v[static_cast<std::size_t>(r * cols + columns[k])];
   }
   return m;
 }

@@ -112,8 +112,8 @@ double tolerance(DType output);
 
 // The given rows of a row-major [M, N] device tensor, as a host matrix (row k = rows[k]).
 reference::Matrix sampled_rows(const TensorView& t, const std::vector<std::int64_t>& rows);
-// The given distinct columns of a row-major [M, N] device tensor, as a host matrix
-// [M, columns.size()] (column k = columns[k]).
+// The given columns of a row-major [M, N] device tensor, as a host matrix [M, columns.size()]
+// (column k = columns[k]).
 reference::Matrix sampled_columns(const TensorView& t, const std::vector<std::int64_t>& columns);
 
 // `out`'s given rows against `expected` (the same rows of the reference): relative L2 within

@@ -6,7 +6,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
-#include <limits>
 
 #include "../core/parallel.hpp"
 #include "fusekit/error.hpp"
@@ -58,38 +57,15 @@ std::vector<unsigned char> fetch_span(const TensorView& t) {
   return raw;
 }
 
-// t's elements on the host, and the view that reads them there. A matrix whose rows are narrower
-// than their stride (a column of a wide tensor) comes by a pitched copy of its rows alone, not of
-// the whole span from its first element to its last.
-struct Fetched {
-  std::vector<unsigned char> raw;
-  TensorView view;
-};
-Fetched fetch(const TensorView& t) {
-  const std::size_t esz = t.element_size();
-  // cudaMemcpy2D takes pitches up to cudaDevAttrMaxPitch (2^31 − 1 bytes: deviceQuery's "maximum memory pitch").
-  constexpr auto kMaxPitchBytes = static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max());
-  const bool pitched = t.rank == 2 && t.strides[1] == 1 && t.strides[0] > t.shape[1] && t.numel() > 0 &&
-                       static_cast<std::size_t>(t.strides[0]) * esz <= kMaxPitchBytes;
-  if (!pitched) return {fetch_span(t), t};
-  const auto width = static_cast<std::size_t>(t.shape[1]) * esz;
-  Fetched f{std::vector<unsigned char>(static_cast<std::size_t>(t.numel()) * esz), t};
-  check_cuda(cudaMemcpy2D(f.raw.data(), width, t.data, static_cast<std::size_t>(t.strides[0]) * esz, width,
-                          static_cast<std::size_t>(t.shape[0]), cudaMemcpyDeviceToHost),
-             "download");
-  f.view.strides[0] = t.shape[1];
-  return f;
-}
-
 }  // namespace
 
 std::vector<double> download(const TensorView& t) {
   check::device_tensor("t", t);
-  const Fetched f = fetch(t);
+  auto raw = fetch_span(t);
   std::vector<double> out(static_cast<std::size_t>(t.numel()));
   detail::parallel_for(t.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
-    for_each_offset(f.view, begin, end, [&](std::int64_t i, std::size_t off) {
-      out[static_cast<std::size_t>(i)] = to_double(t.dtype, &f.raw[off]);
+    for_each_offset(t, begin, end, [&](std::int64_t i, std::size_t off) {
+      out[static_cast<std::size_t>(i)] = to_double(t.dtype, &raw[off]);
     });
   });
   return out;

@@ -55,7 +55,7 @@ TEST(NumericsGpu, UploadDownloadRoundTripsStridedViews) {
   EXPECT_EQ(download(t), values);
 }
 
-TEST(NumericsGpu, DownloadOfAColumnReadsItsRowsOnly) {
+TEST(NumericsGpu, DownloadOfAColumnViewReadsThatColumn) {
   FUSEKIT_REQUIRE_GPU();
   constexpr std::int64_t kRows = 9, kCols = 7, kColumn = 4;
   DeviceBuffer storage(kRows * kCols * sizeof(float));
