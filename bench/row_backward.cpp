@@ -98,11 +98,13 @@ LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
   const std::string rows_checked = s->rows.size() == static_cast<std::size_t>(m)
                                        ? "dx of every row"
                                        : fmt::format("dx of {} sampled rows", s->rows.size());
+  // LayerNorm has a bias and so db; RMSNorm dw alone.
+  const char* grads = o.op == RowBackwardOp::LayerNorm ? "dw and db" : "dw";
   const std::string columns_checked =
       !norm ? ""
       : s->columns.size() == static_cast<std::size_t>(n)
-          ? ", dw and db of every column"
-          : fmt::format(", dw and db of {} sampled columns", s->columns.size());
+          ? fmt::format(", {} of every column", grads)
+          : fmt::format(", {} of {} sampled columns", grads, s->columns.size());
   const std::string what = fmt::format("{}{} vs CPU double reference (seed {})", rows_checked, columns_checked, seed);
   auto check = [s, what] {
     Check c = check_rows(s->dx, s->rows, s->expected, s->o.dtype, what);
