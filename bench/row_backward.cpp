@@ -33,8 +33,7 @@ struct RowBackwardState {
   std::vector<double> expected_dw, expected_db;
 };
 
-std::vector<double> sampled_stats(const TensorView& t, const std::vector<std::int64_t>& rows) {
-  const auto all = download(t);
+std::vector<double> sampled_stats(const std::vector<double>& all, const std::vector<std::int64_t>& rows) {
   std::vector<double> v;
   for (const std::int64_t r : rows) v.push_back(all[static_cast<std::size_t>(r)]);
   return v;
@@ -150,18 +149,17 @@ LadderRun make_row_backward_ladder(const RowBackwardOptions& o) {
     f.eps = kEps;
     norm_forward(f);
   }
+  const std::vector<double> mean = ln ? download(s->mean) : std::vector<double>{}, rstd = download(s->rstd);
   s->expected = reference::norm_backward(kind, hdy, sampled_rows(s->x, s->rows), download(s->w),
-                                         ln ? sampled_stats(s->mean, s->rows) : std::vector<double>{},
-                                         sampled_stats(s->rstd, s->rows))
+                                         ln ? sampled_stats(mean, s->rows) : std::vector<double>{},
+                                         sampled_stats(rstd, s->rows))
                     .dx;
-  {
-    // dw and db of the checked columns sum over every row of those columns alone; the same
-    // reference on that column block (its dx, which needs whole rows, is not used).
-    auto grads = reference::norm_backward(kind, sampled_columns(s->dy, s->columns), sampled_columns(s->x, s->columns),
-                                          {}, ln ? download(s->mean) : std::vector<double>{}, download(s->rstd));
-    s->expected_dw = std::move(grads.dweight);
-    s->expected_db = std::move(grads.dbias);
-  }
+  // dw and db of the checked columns sum over every row of those columns alone; the same
+  // reference on that column block (its dx, which needs whole rows, is not used).
+  auto column_grads = reference::norm_backward(kind, sampled_columns(s->dy, s->columns),
+                                               sampled_columns(s->x, s->columns), {}, mean, rstd);
+  s->expected_dw = std::move(column_grads.dweight);
+  s->expected_db = std::move(column_grads.dbias);
   // x, dy read and dx written; w read, dw (and db) written; the saved statistics read.
   const double bytes = esz * (3 * elements + (ln ? 3 : 2) * n) + (ln ? 2 : 1) * stat_bytes;
   ladder.rungs.push_back(Rung{
