@@ -485,6 +485,7 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
 // NOTE: 32 warps split the groups of a 32-column tile: at 8, the 128 CTAs of a 4096-long row
 // read their partials (a few MB) with too few loads in flight.
 inline constexpr int kColumnSumWarps = 32;
+inline constexpr int kColumnSumLoadsInFlight = 8;  // a thread's loads of each partial in flight
 
 struct NormColumnSumParams {
   const float* partial_dw = nullptr;  // nullptr: skipped
@@ -495,35 +496,47 @@ struct NormColumnSumParams {
   int n = 0;
 };
 
-// The fixed-order sum of one column's partials: warp y takes groups y, y + 32, …; the warps'
-// sums are then added in warp order.
-__device__ inline float column_sum(const float* partial, const NormColumnSumParams& p, int c) {
-  __shared__ float warp_sums[kColumnSumWarps][kWarpThreads];
-  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
-  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
-  float s = 0.0f;
-  if (c < p.n)
-    for (std::int64_t k = warp; k < p.groups; k += kColumnSumWarps) s += partial[k * p.n + c];
-  warp_sums[warp][lane] = s;
-  __syncthreads();
-  float total = warp_sums[0][lane];
-  for (int y = 1; y < kColumnSumWarps; ++y) total += warp_sums[y][lane];
-  __syncthreads();  // the scratch is reused by the next column_sum
-  return total;
-}
-
+// Step 2 (one pass for dw and db): warp y sums groups y, y + 32, … of its lane's column, several
+// loads of each in flight; the warps' sums are then added in warp order, warp 0 for dw and warp 1
+// for db. The order of every addition is fixed by the shape.
+// NOTE: before (to session 52) a pass per parameter, one load in flight a warp: at hundreds of
+// groups (rows up to 8192 columns) each warp waited on tens of loads in turn.
 template <class T>
 __global__ void __launch_bounds__(kColumnSumWarps* kWarpThreads) norm_column_sum_kernel(const NormColumnSumParams p) {
-  const int c = static_cast<int>(blockIdx.x) * kWarpThreads + static_cast<int>(threadIdx.x) % kWarpThreads;
-  const bool writer = threadIdx.x < kWarpThreads && c < p.n;
-  if (p.partial_dw) {
-    const float total = column_sum(p.partial_dw, p, c);
-    if (writer) static_cast<T*>(p.dw)[c] = Element<T>::store(total);
+  __shared__ float warp_sums_dw[kColumnSumWarps][kWarpThreads];
+  __shared__ float warp_sums_db[kColumnSumWarps][kWarpThreads];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+  const int c = static_cast<int>(blockIdx.x) * kWarpThreads + lane;
+  float dw = 0.0f, db = 0.0f;
+  // NOTE: the loads go into arrays before the adds: an unrolled `s += partial[…]` loop came out of
+  // ptxas with one load in flight (SASS).
+  constexpr std::int64_t kRound = static_cast<std::int64_t>(kColumnSumWarps) * kColumnSumLoadsInFlight;
+  for (std::int64_t k0 = warp; c < p.n && k0 < p.groups; k0 += kRound) {
+    float dw_in[kColumnSumLoadsInFlight], db_in[kColumnSumLoadsInFlight];
+#pragma unroll
+    for (int i = 0; i < kColumnSumLoadsInFlight; ++i) {
+      const std::int64_t k = k0 + static_cast<std::int64_t>(i) * kColumnSumWarps;
+      const bool in = k < p.groups;
+      dw_in[i] = in && p.partial_dw ? p.partial_dw[k * p.n + c] : 0.0f;
+      db_in[i] = in && p.partial_db ? p.partial_db[k * p.n + c] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kColumnSumLoadsInFlight; ++i) {
+      dw += dw_in[i];
+      db += db_in[i];
+    }
   }
-  if (p.partial_db) {
-    const float total = column_sum(p.partial_db, p, c);
-    if (writer) static_cast<T*>(p.db)[c] = Element<T>::store(total);
-  }
+  warp_sums_dw[warp][lane] = dw;
+  warp_sums_db[warp][lane] = db;
+  __syncthreads();
+  if (warp > 1 || c >= p.n) return;
+  const float* partial = warp == 0 ? p.partial_dw : p.partial_db;
+  if (partial == nullptr) return;
+  float (*warp_sums)[kWarpThreads] = warp == 0 ? warp_sums_dw : warp_sums_db;
+  float total = warp_sums[0][lane];
+  for (int y = 1; y < kColumnSumWarps; ++y) total += warp_sums[y][lane];
+  static_cast<T*>(warp == 0 ? p.dw : p.db)[c] = Element<T>::store(total);
 }
 
 // Step 2 where the groups are few: out[c] = Σ_k partial[k][c] by a thread per column, k in order,
@@ -534,7 +547,6 @@ __global__ void __launch_bounds__(kColumnSumWarps* kWarpThreads) norm_column_sum
 // GB/s at 262144, 2355 → 2766 at 131072, 2550 → 2787 at 65536.
 inline constexpr std::int64_t kColumnSumSequentialGroups = 64;
 inline constexpr int kColumnSumColumnThreads = 256;
-inline constexpr int kColumnSumLoadsInFlight = 8;
 
 template <class T>
 __global__ void __launch_bounds__(kColumnSumColumnThreads) norm_column_sum_by_column_kernel(const NormColumnSumParams p) {
