@@ -11,6 +11,7 @@
 #include "../row/row_launch.cuh"
 #include "fusekit/device/norm/norm_backward.cuh"
 #include "fusekit/norm_backward.hpp"
+#include "norm_column_sums.hpp"
 
 namespace fusekit {
 
@@ -204,6 +205,34 @@ rows::RowShape validate(const NormBackwardArgs& a) {
   return shape;
 }
 
+// Step 2 on the kernel column_sum_kernel names.
+template <class T>
+device::ColumnSumKernel launch_column_sums(const device::NormColumnSumParams& sums, cudaStream_t stream) {
+  using device::ColumnSumKernel;
+  const ColumnSumKernel kernel = device::column_sum_kernel(sums);
+  switch (kernel) {
+    case ColumnSumKernel::ByColumn: {
+      const auto ctas = static_cast<unsigned>(ceil_div(sums.n, device::kColumnSumColumnThreads));
+      device::norm_column_sum_by_column_kernel<T><<<ctas, device::kColumnSumColumnThreads, 0, stream>>>(sums);
+      check_launch("norm_column_sum_by_column_kernel");
+      break;
+    }
+    case ColumnSumKernel::Tile: {
+      const auto tiles = static_cast<unsigned>(ceil_div(sums.n, device::kColumnSumTileColumns));
+      device::norm_column_sum_tile_kernel<T><<<tiles, device::kColumnSumTileThreads, 0, stream>>>(sums);
+      check_launch("norm_column_sum_tile_kernel");
+      break;
+    }
+    case ColumnSumKernel::ManyGroups: {
+      const auto tiles = static_cast<unsigned>(ceil_div(sums.n, device::kWarpThreads));
+      device::norm_column_sum_kernel<T><<<tiles, device::kColumnSumWarps * device::kWarpThreads, 0, stream>>>(sums);
+      check_launch("norm_column_sum_kernel");
+      break;
+    }
+  }
+  return kernel;
+}
+
 template <class T>
 void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t stream) {
   constexpr int kChunkElements = device::kChunkBytes / sizeof(T);
@@ -240,18 +269,7 @@ void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t
     // NOTE: only the register loop packs rows into a CTA (rows_per_cta > 1).
     rows::launch(blocks.kernel, p.layout, blocks.groups * p.layout.rows_per_cta, p, stream, blocks.name,
                  blocks.shared_bytes);
-    if (param_grads(a) == ParamGrads::Wanted) {
-      if (blocks.groups <= device::kColumnSumSequentialGroups) {
-        const auto ctas = static_cast<unsigned>(ceil_div(shape.n, device::kColumnSumColumnThreads));
-        device::norm_column_sum_by_column_kernel<T><<<ctas, device::kColumnSumColumnThreads, 0, stream>>>(sums);
-        check_launch("norm_column_sum_by_column_kernel");
-      } else {
-        const auto tiles = static_cast<unsigned>(ceil_div(shape.n, device::kWarpThreads));
-        device::norm_column_sum_kernel<T>
-            <<<tiles, device::kColumnSumWarps * device::kWarpThreads, 0, stream>>>(sums);
-        check_launch("norm_column_sum_kernel");
-      }
-    }
+    if (param_grads(a) == ParamGrads::Wanted) launch_column_sums<T>(sums, stream);
   });
 }
 
@@ -284,6 +302,11 @@ void norm_backward(const NormBackwardArgs& args, cudaStream_t stream) {
     return;
   }
   with_type(args.x.dtype, [&](auto t) { launch<decltype(t)>(args, shape, stream); });
+}
+
+device::ColumnSumKernel launch_norm_column_sums(DType dtype, const device::NormColumnSumParams& sums,
+                                                cudaStream_t stream) {
+  return with_type(dtype, [&](auto t) { return launch_column_sums<decltype(t)>(sums, stream); });
 }
 
 }  // namespace fusekit

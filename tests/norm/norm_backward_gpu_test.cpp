@@ -27,6 +27,7 @@ namespace {
 
 using testing::expect_error;
 
+using testing::bit_pattern;
 using testing::rel_l2;
 using testing::to_matrix;
 
@@ -128,11 +129,6 @@ TEST_P(NormBackwardGpu, MatchesReferenceOnEveryLayout) {
   }
 }
 
-// A packed tensor's bytes as a u8 view, to compare bit patterns.
-TensorView as_bytes(const TensorView& t) {
-  return TensorView::contiguous(t.data, DType::U8, {static_cast<std::int64_t>(t.span_bytes())});
-}
-
 // The parameter gradients are reduced in a fixed order: two runs give the same bits.
 TEST_P(NormBackwardGpu, BitIdenticalRunToRun) {
   FUSEKIT_REQUIRE_GPU();
@@ -166,8 +162,7 @@ TEST_P(NormBackwardGpu, BitIdenticalRunToRun) {
       a.dbias = dbias;
       a.workspace = workspace;
       norm_backward(a);
-      const std::vector<std::uint8_t> got[3] = {download_bytes(as_bytes(dx.view)), download_bytes(as_bytes(dweight)),
-                                                download_bytes(as_bytes(dbias))};
+      const std::vector<std::uint8_t> got[3] = {bit_pattern(dx.view), bit_pattern(dweight), bit_pattern(dbias)};
       for (int t = 0; t < 3; ++t) {
         if (run == 0) first[t] = got[t];
         else EXPECT_TRUE(first[t] == got[t]) << "output " << t << " (dx, dweight, dbias) differs between runs";

@@ -1,6 +1,7 @@
 #pragma once
 // Shared by GPU tests: host copies of device results and the relative error they are judged by.
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "fusekit/reference/host_matrix.hpp"
@@ -21,6 +22,11 @@ inline double rel_l2(const std::vector<double>& got, const std::vector<double>& 
     ref += want[i] * want[i];
   }
   return ref == 0 ? std::sqrt(diff) : std::sqrt(diff / ref);
+}
+
+// A packed device tensor's bytes (synchronous), to compare bit patterns.
+inline std::vector<std::uint8_t> bit_pattern(const TensorView& t) {
+  return download_bytes(TensorView::contiguous(t.data, DType::U8, {static_cast<std::int64_t>(t.span_bytes())}));
 }
 
 // The last two dimensions of a device tensor as a host matrix of doubles.

@@ -7,13 +7,14 @@
 //      contiguous block of rows, sums dy·x̂ and dy over them in registers, and writes its
 //      partial sums to row k of two f32 [groups, n] arrays (rows that share a CTA are summed
 //      through shared memory first, in a fixed order);
-//   2. norm_column_sum_kernel (many groups) or norm_column_sum_by_column_kernel (a few, the
-//      cluster kernels' long rows): each column's partials are summed over the groups in a fixed
-//      order.
+//   2. norm_column_sum_kernel (many groups), norm_column_sum_tile_kernel (a few dozen) or
+//      norm_column_sum_by_column_kernel (a few, the cluster kernels' long rows): each column's
+//      partials are summed over the groups in a fixed order (column_sum_plan.hpp picks one).
 // No atomics: the same device and shape give the same bits every run.
 
 #include <cstdint>
 
+#include "fusekit/device/norm/column_sum_plan.hpp"
 #include "fusekit/device/row/cluster_exchange.cuh"
 #include "fusekit/device/row/row_config.hpp"
 #include "fusekit/device/row/row_reduce.cuh"
@@ -482,19 +483,8 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
 }
 
 // Step 2: out[c] = Σ_k partial[k][c], k = 0, 1, … in a fixed order, for dw and db.
-// NOTE: 32 warps split the groups of a 32-column tile: at 8, the 128 CTAs of a 4096-long row
-// read their partials (a few MB) with too few loads in flight.
-inline constexpr int kColumnSumWarps = 32;
-inline constexpr int kColumnSumLoadsInFlight = 8;  // a thread's loads of each partial in flight
-
-struct NormColumnSumParams {
-  const float* partial_dw = nullptr;  // nullptr: skipped
-  const float* partial_db = nullptr;
-  void* dw = nullptr;
-  void* db = nullptr;
-  std::int64_t groups = 0;
-  int n = 0;
-};
+// NOTE: 32 warps (kColumnSumWarps) split the groups of a 32-column tile: at 8, the 128 CTAs of a
+// 4096-long row read their partials (a few MB) with too few loads in flight.
 
 // Step 2 (one pass for dw and db): warp y sums groups y, y + 32, … of its lane's column, several
 // loads of each in flight; the warps' sums are then added in warp order, warp 0 for dw and warp 1
@@ -531,13 +521,59 @@ __global__ void __launch_bounds__(kColumnSumWarps* kWarpThreads) norm_column_sum
   warp_sums_dw[warp][lane] = dw;
   warp_sums_db[warp][lane] = db;
   __syncthreads();
-  if (warp > 1 || c >= p.n) return;
-  const float* partial = warp == 0 ? p.partial_dw : p.partial_db;
-  if (partial == nullptr) return;
+  if (warp > 1 || c >= p.n || (warp == 0 ? p.partial_dw : p.partial_db) == nullptr) return;
   float (*warp_sums)[kWarpThreads] = warp == 0 ? warp_sums_dw : warp_sums_db;
   float total = warp_sums[0][lane];
   for (int y = 1; y < kColumnSumWarps; ++y) total += warp_sums[y][lane];
   static_cast<T*>(warp == 0 ? p.dw : p.db)[c] = Element<T>::store(total);
+}
+
+// Step 2 where the groups are a few dozen (ColumnSumKernel::Tile): a CTA per 128 columns, lane l
+// holding columns 4l … 4l + 3 as a float4; warp y sums groups y, y + 8, … with a round's loads of
+// each partial in flight, then the CTA adds the warps' sums in warp order, threads 0–127 dw's and
+// 128–255 db's. The order of every addition is fixed by the shape.
+// NOTE: the cluster rows of 16384–32768 columns leave ~66 groups: there norm_column_sum_kernel
+// took 1024 CTAs of 1024 threads at 32768 columns (21 µs, H200, session 53), its warps two loads
+// each; this kernel takes 256 CTAs of 256 threads, every load of a warp in flight at once.
+template <class T>
+__global__ void __launch_bounds__(kColumnSumTileThreads) norm_column_sum_tile_kernel(const NormColumnSumParams p) {
+  __shared__ float4 warp_sums[2][kColumnSumTileWarps][kWarpThreads];  // [dw, db][warp][lane]
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+  const int vectors = p.n / kColumnSumTileVector;  // float4s a row
+  const int v = static_cast<int>(blockIdx.x) * kWarpThreads + lane;
+  const auto* partial_dw = reinterpret_cast<const float4*>(p.partial_dw);
+  const auto* partial_db = reinterpret_cast<const float4*>(p.partial_db);
+  const auto add = [](float4& s, const float4& x) { s.x += x.x, s.y += x.y, s.z += x.z, s.w += x.w; };
+  float4 dw{}, db{};
+  constexpr std::int64_t kRound = static_cast<std::int64_t>(kColumnSumTileWarps) * kColumnSumLoadsInFlight;
+  for (std::int64_t k0 = warp; v < vectors && k0 < p.groups; k0 += kRound) {
+    float4 dw_in[kColumnSumLoadsInFlight], db_in[kColumnSumLoadsInFlight];
+#pragma unroll
+    for (int i = 0; i < kColumnSumLoadsInFlight; ++i) {
+      const std::int64_t k = k0 + static_cast<std::int64_t>(i) * kColumnSumTileWarps;
+      const bool in = k < p.groups;
+      dw_in[i] = in && partial_dw ? partial_dw[k * vectors + v] : float4{};
+      db_in[i] = in && partial_db ? partial_db[k * vectors + v] : float4{};
+    }
+#pragma unroll
+    for (int i = 0; i < kColumnSumLoadsInFlight; ++i) {
+      add(dw, dw_in[i]);
+      add(db, db_in[i]);
+    }
+  }
+  warp_sums[0][warp][lane] = dw;
+  warp_sums[1][warp][lane] = db;
+  __syncthreads();
+  const int parameter = static_cast<int>(threadIdx.x) / kColumnSumTileColumns;  // 0: dw, 1: db
+  const int column = static_cast<int>(threadIdx.x) % kColumnSumTileColumns;
+  const int c = static_cast<int>(blockIdx.x) * kColumnSumTileColumns + column;
+  if (c >= p.n || (parameter == 0 ? p.partial_dw : p.partial_db) == nullptr) return;
+  // A warp's sums as floats: the lanes' float4s in lane order are the tile's columns in order.
+  const auto* sums = reinterpret_cast<const float(*)[kColumnSumTileColumns]>(warp_sums[parameter]);
+  float total = sums[0][column];
+  for (int y = 1; y < kColumnSumTileWarps; ++y) total += sums[y][column];
+  static_cast<T*>(parameter == 0 ? p.dw : p.db)[c] = Element<T>::store(total);
 }
 
 // Step 2 where the groups are few: out[c] = Σ_k partial[k][c] by a thread per column, k in order,
@@ -546,8 +582,6 @@ __global__ void __launch_bounds__(kColumnSumWarps* kWarpThreads) norm_column_sum
 // NOTE: measured on an H100 (session 52, ncu, bf16 LayerNorm backward, dw and db): 132 → 8.7 µs
 // at 262144 columns (7 groups), 41.5 → 11.1 µs at 65536 (33); the whole backward 2032 → 2726
 // GB/s at 262144, 2355 → 2766 at 131072, 2550 → 2787 at 65536.
-inline constexpr std::int64_t kColumnSumSequentialGroups = 64;
-inline constexpr int kColumnSumColumnThreads = 256;
 
 template <class T>
 __global__ void __launch_bounds__(kColumnSumColumnThreads) norm_column_sum_by_column_kernel(const NormColumnSumParams p) {
