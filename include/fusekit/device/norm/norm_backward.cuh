@@ -482,13 +482,12 @@ __global__ void __launch_bounds__(Config::kMaxThreads, 1) norm_backward_cluster_
 #endif
 }
 
-// Step 2: out[c] = Σ_k partial[k][c], k = 0, 1, … in a fixed order, for dw and db.
-// NOTE: 32 warps (kColumnSumWarps) split the groups of a 32-column tile: at 8, the 128 CTAs of a
-// 4096-long row read their partials (a few MB) with too few loads in flight.
-
-// Step 2 (one pass for dw and db): warp y sums groups y, y + 32, … of its lane's column, several
-// loads of each in flight; the warps' sums are then added in warp order, warp 0 for dw and warp 1
-// for db. The order of every addition is fixed by the shape.
+// Step 2, out[c] = Σ_k partial[k][c] in a fixed order for dw and db, where the groups are many
+// (ColumnSumKernel::ManyGroups), in one pass: warp y of kColumnSumWarps sums groups y, y + 32, … of
+// its lane's column, several loads of each in flight; the warps' sums are then added in warp
+// order, warp 0 for dw and warp 1 for db. The order of every addition is fixed by the shape.
+// NOTE: 32 warps a 32-column tile: at 8, the 128 CTAs of a 4096-long row read their partials (a
+// few MB) with too few loads in flight.
 // NOTE: measured on the H200 (session 53, ncu, bf16 LayerNorm backward) against a pass per
 // parameter with one load in flight a warp: 7.3 → 6.1 µs at 4096 columns, 23.2 → 21.1 µs at 32768
 // (66 groups, 1024 CTAs: there the CTAs, not the loads, are the cost); the whole backward +0.1–0.7 %.
@@ -579,13 +578,12 @@ __global__ void __launch_bounds__(kColumnSumTileThreads) norm_column_sum_tile_ke
   static_cast<T*>(parameter == 0 ? p.dw : p.db)[c] = Element<T>::store(total);
 }
 
-// Step 2 where the groups are few: out[c] = Σ_k partial[k][c] by a thread per column, k in order,
+// Step 2 where the groups are few (ColumnSumKernel::ByColumn): out[c] = Σ_k partial[k][c] by a thread per column, k in order,
 // several loads in flight. (norm_column_sum_kernel's CTAs of 1024 threads take 32 columns each:
 // at 7 groups, rows of 262144, 8192 of them, 7 of whose 32 warps load anything.)
 // NOTE: measured on an H100 (session 52, ncu, bf16 LayerNorm backward, dw and db): 132 → 8.7 µs
 // at 262144 columns (7 groups), 41.5 → 11.1 µs at 65536 (33); the whole backward 2032 → 2726
 // GB/s at 262144, 2355 → 2766 at 131072, 2550 → 2787 at 65536.
-
 template <class T>
 __global__ void __launch_bounds__(kColumnSumColumnThreads) norm_column_sum_by_column_kernel(const NormColumnSumParams p) {
   const int c = static_cast<int>(blockIdx.x) * kColumnSumColumnThreads + static_cast<int>(threadIdx.x);
