@@ -578,9 +578,10 @@ __global__ void __launch_bounds__(kColumnSumTileThreads) norm_column_sum_tile_ke
   static_cast<T*>(parameter == 0 ? p.dw : p.db)[c] = Element<T>::store(total);
 }
 
-// Step 2 where the groups are few (ColumnSumKernel::ByColumn): out[c] = Σ_k partial[k][c] by a thread per column, k in order,
-// several loads in flight. (norm_column_sum_kernel's CTAs of 1024 threads take 32 columns each:
-// at 7 groups, rows of 262144, 8192 of them, 7 of whose 32 warps load anything.)
+// Step 2 where the groups are few (ColumnSumKernel::ByColumn): out[c] = Σ_k partial[k][c] by a
+// thread per column, k in order, several loads in flight. (norm_column_sum_kernel's CTAs of 1024
+// threads take 32 columns each: at 7 groups, rows of 262144, 8192 of them, 7 of whose 32 warps
+// load anything.)
 // NOTE: measured on an H100 (session 52, ncu, bf16 LayerNorm backward, dw and db): 132 → 8.7 µs
 // at 262144 columns (7 groups), 41.5 → 11.1 µs at 65536 (33); the whole backward 2032 → 2726
 // GB/s at 262144, 2355 → 2766 at 131072, 2550 → 2787 at 65536.
