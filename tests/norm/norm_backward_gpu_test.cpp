@@ -39,7 +39,7 @@ using Padded = testing::PaddedRows;
 // Row lengths that take every kind of layout (device::plan_rows at 512-thread CTAs; bf16): rows
 // sharing a CTA (1, 4, 16 lanes, rows not a multiple of the CTA's), a warp, 64 and 96 threads,
 // full CTAs, clusters of 2 two-chunk CTAs and of 2–16 four-chunk CTAs (full and not; the
-// element-by-element kernels split rows over 2–8 CTAs); odd lengths and padded row strides
+// element-by-element kernels split rows over 2–16 CTAs); odd lengths and padded row strides
 // (aligned and not) take the element-by-element kernels, also clustered (12347, 40001); many
 // rows give each CTA group a block of rows to loop over (301 at 32768: blocks of an odd
 // number of rows, and a last block shorter than the others).

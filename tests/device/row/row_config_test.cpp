@@ -98,6 +98,25 @@ TEST(RowConfig, SplitsLongRowsOverClustersThatCoverThem) {
   EXPECT_EQ(longest<Two>(kBf16, kMaxClusterCtas), 131072);
 }
 
+TEST(RowConfig, ElementByElementRowsSplitOverClustersOfSixteen) {
+  using Scalar = ScalarRows<One>;  // one chunk per thread, CTAs of up to 1024 threads
+  constexpr int kClusters = kMaxNonPortableClusterCtas;
+  // An odd vocabulary's f32 logits: 12565 chunks, 25 CTAs of 512 threads, so 13 of 992.
+  const RowLayout vocab = plan<Scalar>(50257, kF32, kClusters);
+  EXPECT_EQ(vocab.cluster, 13);
+  EXPECT_EQ(vocab.threads, 992);
+  EXPECT_GE(std::int64_t{vocab.cluster} * vocab.slice, 50257);
+  EXPECT_LT(std::int64_t{vocab.cluster - 1} * vocab.slice, 50257);
+  EXPECT_EQ(plan<Scalar>(131071, kBf16, kClusters).cluster, kClusters);
+  EXPECT_FALSE(plan<Scalar>(131073, kBf16, kClusters).valid());
+  EXPECT_EQ(longest<Scalar>(kBf16, kClusters), 131072);
+  EXPECT_EQ(longest<Scalar>(kF32, kClusters), 65536);
+  // The norm backward's CTAs of 512 threads: half as long.
+  EXPECT_EQ(longest<ScalarRows<LoopingTwoTensorRows>>(kF32, kClusters), 32768);
+  // Without clusters (before sm_90), one CTA.
+  EXPECT_EQ(longest<Scalar>(kBf16, 1), 8192);
+}
+
 TEST(RowConfig, WithoutClustersOneCtaHoldsTheRow) {
   EXPECT_EQ(plan<One>(32768, kBf16, 1).cluster, 1);
   EXPECT_EQ(plan<One>(32768, kBf16, 1).threads, kMaxRowThreads);

@@ -133,9 +133,12 @@ inline constexpr int kRegisterNormMaxChunks = 1280;  // 10240 16-bit elements
 
 // The element-by-element kernels (rows that are not whole aligned chunks) hold one chunk per
 // thread: their per-element bounds checks spilled at four chunks, even at 128 registers, and at
-// two (softmax on 16-bit types), so their rows are a quarter as long (65536 bf16, 32768 f32).
+// two (softmax on 16-bit types). So they split rows over clusters of up to 16 CTAs (non-portable,
+// sm_90; their all-reduces are row_allreduce's, which holds 16): 131072 16-bit or 65536 f32
+// columns on CTAs of up to 1024 threads (an odd vocabulary's logits, 50257 f32, among them), half
+// that on the norm backward's 512. At 8 CTAs they ended at half that.
 template <class Config>
-using ScalarRows = RowConfig<1, Config::kMaxThreads>;
+using ScalarRows = RowConfig<1, Config::kMaxThreads, 1, kMaxNonPortableClusterCtas>;
 
 // The run-time layout of a row over threads, CTAs and a cluster.
 struct RowLayout {
