@@ -110,10 +110,39 @@ inline device::Access access_for(int chunk_elements, std::int64_t n, std::initia
   return device::Access::Vector;
 }
 
+// The phase of every row of t (device::row_phase) is the same as `like`'s: the same element size,
+// the same start within a 16-byte boundary, and every stride the same number of bytes past one.
+inline bool same_row_phases(const TensorView& t, const TensorView& like) {
+  const auto phase = [](std::int64_t bytes) { return bytes % device::kChunkBytes; };
+  const auto size = static_cast<std::int64_t>(t.element_size());
+  if (size != static_cast<std::int64_t>(like.element_size()) || t.rank != like.rank) return false;
+  const auto start = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(t.data));
+  const auto like_start = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(like.data));
+  if (start % size != 0 || phase(start) != phase(like_start)) return false;
+  for (int d = 0; d + 1 < t.rank; ++d)
+    if (phase(t.strides[d] * size) != phase(like.strides[d] * size)) return false;
+  return true;
+}
+
+// access_for's choice for kernel families that also read shifted rows (softmax): Shifted where it
+// says Scalar but every tensor's rows have the first tensor's phases (contiguous rows of odd
+// length; views offset by whole elements).
+inline device::Access shifted_access_for(int chunk_elements, std::int64_t n,
+                                         std::initializer_list<const TensorView*> tensors) {
+  const device::Access access = access_for(chunk_elements, n, tensors);
+  if (access != device::Access::Scalar) return access;
+  const TensorView& first = **tensors.begin();
+  for (const TensorView* t : tensors)
+    if (!same_row_phases(*t, first)) return device::Access::Scalar;
+  return device::Access::Shifted;
+}
+
 // The row config of a kernel family's `access` variant: Config itself for Vector and Whole, its
-// ScalarRows for Scalar.
+// ScalarRows for Scalar, its ShiftedRows for Shifted.
 template <class Config, device::Access kAccess>
-using ConfigFor = std::conditional_t<kAccess == device::Access::Scalar, device::ScalarRows<Config>, Config>;
+using ConfigFor = std::conditional_t<
+    kAccess == device::Access::Scalar, device::ScalarRows<Config>,
+    std::conditional_t<kAccess == device::Access::Shifted, device::ShiftedRows<Config>, Config>>;
 
 // Whether rows of n columns read with vector access can be read as Whole under `layout`: every
 // thread's chunks inside its row (the row is exactly its CTAs' slices) and no CTA holding a row
@@ -125,11 +154,23 @@ inline bool whole_rows(const device::RowLayout& layout, std::int64_t n, std::int
   return whole_slices(layout, n) && rows % layout.rows_per_cta == 0;
 }
 
-// Calls f(std::integral_constant<Access, access>{}): a kernel template's access as a constant.
-template <class F>
+// Which access variants a kernel family is compiled for.
+enum class Accesses : std::uint8_t {
+  VectorScalar,         // the norms
+  VectorScalarShifted,  // softmax
+};
+
+// Calls f(std::integral_constant<Access, access>{}): a kernel template's access as a constant, of
+// the variants kAccesses compiles.
+template <Accesses kAccesses = Accesses::VectorScalar, class F>
 void with_access(device::Access access, F&& f) {
-  if (access == device::Access::Vector) f(std::integral_constant<device::Access, device::Access::Vector>{});
-  else f(std::integral_constant<device::Access, device::Access::Scalar>{});
+  using device::Access;
+  if (access == Access::Vector) return f(std::integral_constant<Access, Access::Vector>{});
+  if constexpr (kAccesses == Accesses::VectorScalarShifted)
+    if (access == Access::Shifted) return f(std::integral_constant<Access, Access::Shifted>{});
+  require(access == Access::Scalar, "row access", "a variant this kernel family is compiled for",
+          static_cast<int>(access));
+  f(std::integral_constant<Access, Access::Scalar>{});
 }
 
 // Calls f(std::integral_constant<Residence, residence>{}); Reread only for kernel families that
@@ -148,9 +189,9 @@ void with_residence(device::Residence residence, F&& f) {
 
 // Calls f(access, residence) as constants for the kernels that exist: rows staged in shared
 // memory or reread are read as whole vectors only.
-template <bool kRereads = false, class F>
+template <bool kRereads = false, Accesses kAccesses = Accesses::VectorScalar, class F>
 void with_placement(device::Access access, device::Residence residence, F&& f) {
-  with_access(access, [&](auto kAccess) {
+  with_access<kAccesses>(access, [&](auto kAccess) {
     with_residence<kRereads>(residence, [&](auto kResidence) {
       if constexpr (kAccess() == device::Access::Vector || kResidence() == device::Residence::Registers)
         f(kAccess, kResidence);
@@ -171,17 +212,22 @@ inline int max_cluster_ctas() {
   return info.cc_major >= kClusterMinMajor ? device::kMaxNonPortableClusterCtas : 1;
 }
 
-// The layout of rows of `n` elements of `dtype` for kernels of `Config`, or an Unsupported error.
+// The layout of rows of `n` elements of `dtype` for kernels of `Config` read with `access`
+// (Shifted rows span up to V − 1 columns more), or an Unsupported error.
 template <class Config>
 device::RowLayout plan(std::string_view arg, std::int64_t n, DType dtype,
-                       int cta_threads = device::kPreferredRowThreads) {
+                       int cta_threads = device::kPreferredRowThreads,
+                       device::Access access = device::Access::Vector) {
   const int max_cluster = max_cluster_ctas();
   const auto element = static_cast<int>(dtype_size(dtype));
-  const device::RowLayout layout = device::plan_rows<Config>(n, element, max_cluster, cta_threads);
+  const bool shifted = access == device::Access::Shifted;
+  const device::RowLayout layout = shifted ? device::plan_shifted_rows<Config>(n, element, max_cluster, cta_threads)
+                                           : device::plan_rows<Config>(n, element, max_cluster, cta_threads);
+  const std::int64_t longest = shifted ? device::max_shifted_row_length<Config>(element, max_cluster)
+                                       : device::max_row_length<Config>(element, max_cluster);
   if (!layout.valid())
     throw Error(ErrorKind::Unsupported,
-                join(arg, ": row length expected <= " +
-                              std::to_string(device::max_row_length<Config>(element, max_cluster)) + " for " +
+                join(arg, ": row length expected <= " + std::to_string(longest) + " for " +
                               std::string(dtype_name(dtype)) + " on this GPU" +
                               (max_cluster == 1 ? " (no thread-block clusters before sm_90)" : "") + ", got " +
                               std::to_string(n)));

@@ -51,14 +51,15 @@ void launch(const SoftmaxBackwardArgs& a, const rows::RowShape& shape, cudaStrea
   p.rows_per_batch = shape.rows_per_batch;
   p.n = static_cast<int>(shape.n);
   p.scale = a.scale;
-  const device::Access access = rows::access_for(device::kChunkBytes / sizeof(T), shape.n, {&a.y, &a.dy, &a.dx});
+  const device::Access access =
+      rows::shifted_access_for(device::kChunkBytes / sizeof(T), shape.n, {&a.y, &a.dy, &a.dx});
   const device::RowLayout held = device::plan_rows<device::TwoTensorRows>(
       shape.n, static_cast<int>(sizeof(T)), rows::max_cluster_ctas());
   if (access == device::Access::Vector && rows::max_cluster_ctas() > 1 && (!held.valid() || held.cluster > 1))
     return launch_clustered<T>(p, shape.n, a.y.dtype, stream);
-  rows::with_access(access, [&](auto kAccess) {
+  rows::with_access<rows::Accesses::VectorScalarShifted>(access, [&](auto kAccess) {
     using Config = rows::ConfigFor<device::TwoTensorRows, kAccess>;
-    p.layout = rows::plan<Config>("y", shape.n, a.y.dtype);
+    p.layout = rows::plan<Config>("y", shape.n, a.y.dtype, device::kPreferredRowThreads, kAccess);
     rows::launch(device::softmax_backward_kernel<T, Config, kAccess>, p.layout, shape.rows, p, stream,
                  "softmax_backward_kernel");
   });

@@ -35,7 +35,7 @@ using Padded = testing::PaddedRows;
 // clusters (vector access, sm_90) on persistent clusters of 2 two-chunk CTAs and of 2–16
 // four-chunk CTAs (full and not; f32 6144 takes the two-chunk clusters), many rows giving each cluster a block of rows to loop over (203
 // and 301: odd counts, a last block shorter than the others); odd lengths and padded row strides
-// (aligned and not) take the element-by-element kernels, also clustered (40001).
+// (aligned and not) are read by chunks shifted to each row's phase, also clustered (40001).
 constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 203},    {64, 1024, 1024},
                              {37, 1000, 1000},   {33, 2048, 2048},   {16, 4096, 4104},  {9, 3001, 3001},
                              {4, 16384, 16384},  {3, 12347, 12350},  {3, 40000, 40000}, {2, 40001, 40008},
@@ -44,10 +44,11 @@ constexpr Shape kShapes[] = {{5, 8, 8},          {67, 128, 128},     {33, 200, 2
 
 // Vector rows split over clusters of more than two two-chunk CTAs, or too long for them, take
 // four-chunk CTAs in clusters of up to 16 (sm_90).
-bool supported(DType dt, const Shape& s) {
+bool supported(DType dt, const Shape& s, std::int64_t offset = 0,
+               testing::RowPhases phases = testing::RowPhases::Same) {
   if (current_device_info().cc_major >= 9)
-    return testing::holds_row<device::TwoTensorRows, device::WideClusterRows>(dt, s);
-  return testing::holds_row<device::TwoTensorRows>(dt, s);
+    return testing::holds_phased_row<device::TwoTensorRows, device::WideClusterRows>(dt, s, offset, phases);
+  return testing::holds_phased_row<device::TwoTensorRows>(dt, s, offset, phases);
 }
 
 using testing::random_logits;
@@ -118,6 +119,44 @@ TEST_P(SoftmaxBackwardGpu, BatchedInPlace) {
     auto want = reference::softmax_backward(hdy, hy, 0.5);
     for (auto& w : want.data) w = round_to(dt, w);
     EXPECT_LE(rel_l2(download(dy), want.data), bench::tolerance(dt));
+  }
+}
+
+// Views offset by whole elements. Where y, dy and dx start alike the rows are read by chunks
+// shifted to their phase (in place over dy; 131067, odd, on clusters of 16 CTAs for f32), where
+// they do not element by element. Nothing around dx is written.
+TEST_P(SoftmaxBackwardGpu, OffsetViewsReadShiftedOrElementByElement) {
+  FUSEKIT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  struct Case {
+    Shape shape;
+    std::int64_t y_offset, dy_offset, dx_offset;
+    bool in_place;  // dx over dy
+  };
+  constexpr Case kCases[] = {{{16, 4096, 4104}, 1, 1, 1, false}, {{9, 3001, 3001}, 3, 3, 3, true},
+                             {{3, 131067, 131067}, 1, 1, 1, false}, {{33, 200, 203}, 1, 1, 0, false},
+                             {{2, 40001, 40008}, 0, 3, 0, false}};
+  for (std::size_t ci = 0; ci < std::size(kCases); ++ci) {
+    const Case c = kCases[ci];
+    const Shape& s = c.shape;
+    const bool same = c.y_offset == c.dy_offset && (c.in_place || c.dx_offset == c.y_offset);
+    if (!supported(dt, s, c.y_offset, same ? testing::RowPhases::Same : testing::RowPhases::Mixed)) continue;
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << " offsets " << c.y_offset << ", "
+                                      << c.dy_offset << ", " << c.dx_offset << (c.in_place ? " in place" : ""));
+    Padded x(dt, s), y(dt, s, c.y_offset), dy(dt, s, c.dy_offset), dx_own(dt, s, c.dx_offset);
+    const Padded& dx = c.in_place ? dy : dx_own;
+    poison(dy.storage);
+    poison(dx_own.storage);
+    upload(random_logits(s.rows, s.n, 4.0, seed + ci), x.view);
+    softmax_forward({x.view, y.view});
+    fill_uniform(dy.view, seed + 10 + ci, -1.0f, 1.0f);
+    auto want = reference::softmax_backward(to_matrix(dy.view), to_matrix(y.view), 1.0);
+    for (auto& w : want.data) w = round_to(dt, w);
+    softmax_backward({y.view, dy.view, dx.view});
+    EXPECT_LE(rel_l2(download(dx.view), want.data), bench::tolerance(dt));
+    EXPECT_EQ(dx.written_around(), 0);
   }
 }
 

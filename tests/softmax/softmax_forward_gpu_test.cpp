@@ -1,7 +1,8 @@
 // The fused softmax forward against the double CPU reference: f32/f16/bf16, every row layout
 // (warp rows, CTA rows, cluster-split rows), odd lengths, padded row strides, scales of either
 // sign, −∞ entries, fully −∞ rows, causal masks (rows < cols, rows > cols: fully masked rows),
-// batched causal, huge and tiny magnitudes, in place; and the argument errors.
+// batched causal, huge and tiny magnitudes, in place, views offset by whole elements; and the
+// argument errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,9 +32,9 @@ using Padded = testing::PaddedRows;
 constexpr auto& kShapes = testing::kRowShapes;
 
 // Long rows of whole chunks are staged in shared memory (device::SharedRows) whatever the config.
-template <class Config = device::OneTensorRows>
-bool supported(DType dt, const Shape& s) {
-  return testing::holds_row<Config, device::SharedRows>(dt, s);
+bool supported(DType dt, const Shape& s, std::int64_t offset = 0,
+               testing::RowPhases phases = testing::RowPhases::Same) {
+  return testing::holds_phased_row<device::OneTensorRows, device::SharedRows>(dt, s, offset, phases);
 }
 
 using testing::random_logits;
@@ -100,6 +101,56 @@ TEST_P(SoftmaxForwardGpu, BatchedCausalInPlace) {
     EXPECT_LE(rel_l2(got_b, want.data), bench::tolerance(dt)) << "batch " << b;
     for (std::int64_t e = 0; e < (kRows - kN) * kN; ++e)
       ASSERT_EQ(got_b[static_cast<std::size_t>(e)], 0.0) << "batch " << b << " element " << e;
+  }
+}
+
+// Views offset by whole elements. Where x and y start alike the rows are read by chunks shifted
+// to their phase (n a multiple of the chunk or not; in place; 262139, odd, on clusters of 16 CTAs
+// for f32), where they do not element by element. Nothing around the views is written.
+TEST_P(SoftmaxForwardGpu, OffsetViewsReadShiftedOrElementByElement) {
+  FUSEKIT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  struct Case {
+    Shape shape;
+    std::int64_t x_offset, y_offset;
+    bool in_place;
+  };
+  constexpr Case kCases[] = {{{16, 4096, 4104}, 1, 1, false}, {{5, 1000, 1000}, 3, 3, false},
+                             {{9, 3001, 3001}, 1, 1, true},   {{3, 262139, 262139}, 1, 1, false},
+                             {{33, 200, 203}, 1, 0, false},   {{2, 40001, 40008}, 0, 3, false},
+                             {{16, 4096, 4104}, 2, 0, false}};
+  for (std::size_t ci = 0; ci < std::size(kCases); ++ci) {
+    const Case c = kCases[ci];
+    const Shape& s = c.shape;
+    const auto phases = c.in_place || c.x_offset == c.y_offset ? testing::RowPhases::Same : testing::RowPhases::Mixed;
+    if (!supported(dt, s, c.x_offset, phases)) continue;
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << " offsets " << c.x_offset << ", "
+                                      << c.y_offset << (c.in_place ? " in place" : ""));
+    Padded x(dt, s, c.x_offset), y_own(dt, s, c.y_offset);
+    const Padded& y = c.in_place ? x : y_own;
+    poison(x.storage);
+    poison(y_own.storage);
+    upload(random_logits(s.rows, s.n, 4.0, seed + ci), x.view);
+    reference::Matrix hx(s.rows, s.n);
+    hx.data = download(x.view);
+    softmax_forward({x.view, y.view, 1.0f, Causal::No});
+    auto want = reference::softmax_forward(hx, 1.0, Causal::No);
+    for (auto& w : want.data) w = round_to(dt, w);
+    EXPECT_LE(rel_l2(download(y.view), want.data), bench::tolerance(dt));
+    EXPECT_EQ(y.written_around(), 0);
+  }
+  // Mixed phases past the element-by-element kernels' longest row: an error before any launch.
+  const Shape too_long{1, 200001, 200001};
+  if (!supported(dt, too_long, 1, testing::RowPhases::Mixed)) {
+    Padded x(dt, too_long, 1), y(dt, too_long, 0);
+    try {
+      softmax_forward({x.view, y.view});
+      ADD_FAILURE() << "expected an Unsupported error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+    }
   }
 }
 

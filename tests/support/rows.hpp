@@ -14,6 +14,7 @@
 #include "fusekit/device/row/row_config.hpp"
 #include "fusekit/runtime.hpp"
 #include "fusekit/tensor.hpp"
+#include "fusekit/transfer.hpp"
 
 namespace fusekit::testing {
 
@@ -24,8 +25,8 @@ struct RowShape {
 // Row lengths that take every kind of layout (device::plan_rows; bf16): sub-warp groups of 1, 4
 // and 16 lanes with many rows per CTA (rows not a multiple of it), a warp, 64 threads (two rows
 // per CTA), 96 threads (three warps), full CTAs, clusters of 2, 4 and 8 CTAs (full and not);
-// odd lengths and padded row strides (aligned and not) take the element-by-element kernels,
-// also clustered (40001); rows of whole chunks are staged in shared memory by the forward kernels
+// odd lengths and padded row strides (aligned and not) take the element-by-element kernels
+// (softmax: chunks shifted to each row's phase), also clustered (40001); rows of whole chunks are staged in shared memory by the forward kernels
 // (softmax from 1024 columns, several rows per CTA below 4096), in clusters of up to 16 CTAs
 // (262144 f32), or read twice by the norms in CTAs of 256 (12288 and 20480, padded; 16384), 512
 // (40000) and 1024 threads (65536; the quantizing norms from 16384, LayerNorm → e4m3 three
@@ -37,13 +38,31 @@ inline constexpr RowShape kRowShapes[] = {
     {5, 8192, 8200},     {3, 12288, 12296},  {4, 16384, 16384},  {3, 12347, 12350}, {3, 20480, 20488},
     {3, 40000, 40000},   {2, 40001, 40008},  {2, 65536, 65536},  {2, 131071, 131072}, {2, 262144, 262144}};
 
-// A padded [rows, n] matrix view in device memory that owns its buffer.
+// A padded [rows, n] matrix view in device memory that owns its buffer, starting `offset`
+// elements into it.
 struct PaddedRows {
   DeviceBuffer buffer;
   TensorView view;
-  PaddedRows(DType dtype, const RowShape& s)
-      : buffer(static_cast<std::size_t>(s.rows * s.ld) * dtype_size(dtype)),
-        view(TensorView::matrix(buffer.data(), dtype, s.rows, s.n, s.ld)) {}
+  TensorView storage;  // the whole buffer as one row: the view and the elements around it
+  std::int64_t offset;
+  PaddedRows(DType dtype, const RowShape& s, std::int64_t offset_ = 0)
+      : buffer(static_cast<std::size_t>(s.rows * s.ld + offset_) * dtype_size(dtype)),
+        view(TensorView::matrix(static_cast<char*>(buffer.data()) + offset_ * static_cast<std::int64_t>(dtype_size(dtype)),
+                                dtype, s.rows, s.n, s.ld)),
+        storage(TensorView::matrix(buffer.data(), dtype, 1, s.rows * s.ld + offset_, s.rows * s.ld + offset_)),
+        offset(offset_) {}
+  // How many elements around the view (before it, in its rows' padding) are not NaN: after
+  // poison(storage), the elements a kernel wrote outside the view.
+  std::int64_t written_around() const {
+    const std::vector<double> all = download(storage);
+    std::int64_t written = 0;
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(all.size()); ++i) {
+      const std::int64_t e = i - offset;
+      const bool in_view = e >= 0 && e % view.strides[0] < view.shape[1];
+      if (!in_view && !std::isnan(all[static_cast<std::size_t>(i)])) ++written;
+    }
+    return written;
+  }
 };
 
 // Whether the kernels of `Config` hold a row of shape s on this GPU (thread-block clusters on
@@ -60,6 +79,24 @@ bool holds_row(DType dt, const RowShape& s) {
   if constexpr (!std::is_void_v<Staged>)
     longest = std::max(longest, device::max_row_length<Staged>(element, max_cluster));
   return s.n <= longest;
+}
+
+// Whether the tensors of a kernel family's rows start the same number of elements past a 16-byte
+// boundary, row by row.
+enum class RowPhases : std::uint8_t { Same, Mixed };
+
+// holds_row for kernel families that read rows of one phase by chunks shifted to it (softmax:
+// device::Access::Shifted): such rows that are not whole aligned chunks take Config's ShiftedRows;
+// rows of mixed phases take its ScalarRows. `offset`: where the views start in their buffers, in
+// elements.
+template <class Config, class Staged = void>
+bool holds_phased_row(DType dt, const RowShape& s, std::int64_t offset, RowPhases phases) {
+  const int max_cluster = current_device_info().cc_major >= 9 ? device::kMaxNonPortableClusterCtas : 1;
+  const auto element = static_cast<int>(dtype_size(dt));
+  if (phases == RowPhases::Mixed) return s.n <= device::max_row_length<device::ScalarRows<Config>>(element, max_cluster);
+  const std::int64_t chunk = device::kChunkBytes / element;
+  if (s.n % chunk == 0 && s.ld % chunk == 0 && offset % chunk == 0) return holds_row<Config, Staged>(dt, s);
+  return s.n <= device::max_shifted_row_length<device::ShiftedRows<Config>>(element, max_cluster);
 }
 
 // Norm inputs are drawn uniformly from a range.

@@ -117,6 +117,27 @@ TEST(RowConfig, ElementByElementRowsSplitOverClustersOfSixteen) {
   EXPECT_EQ(longest<Scalar>(kBf16, 1), 8192);
 }
 
+TEST(RowConfig, ShiftedRowsSpanOneChunkMoreOnClustersOfSixteen) {
+  using Shifted = ShiftedRows<One>;  // four chunks per thread, CTAs of up to 1024 threads
+  constexpr int kClusters = kMaxNonPortableClusterCtas;
+  // An odd vocabulary's f32 logits: up to 50260 columns from the first chunk, 12565 chunks, 7 CTAs
+  // of 512 threads, so 7 of 480.
+  const RowLayout vocab = plan_shifted_rows<Shifted>(50257, kF32, kClusters);
+  EXPECT_EQ(vocab.cluster, 7);
+  EXPECT_EQ(vocab.threads, 480);
+  EXPECT_GE(std::int64_t{vocab.cluster} * vocab.slice, 50257 + 3);
+  // A row of whole chunks may start mid-chunk: 8 bf16 chunks span 9.
+  EXPECT_EQ(plan_shifted_rows<Shifted>(64, kBf16, kClusters).threads, 4);  // 9 chunks → 3 → 4 lanes
+  // The longest: one chunk short of the config's capacity.
+  EXPECT_EQ(max_shifted_row_length<Shifted>(kF32, kClusters), 262141);
+  EXPECT_EQ(plan_shifted_rows<Shifted>(262141, kF32, kClusters).cluster, kClusters);
+  EXPECT_FALSE(plan_shifted_rows<Shifted>(262142, kF32, kClusters).valid());
+  EXPECT_EQ(max_shifted_row_length<ShiftedRows<Two>>(kBf16, kClusters), 262137);
+  EXPECT_FALSE(plan_shifted_rows<Shifted>(0, kF32, kClusters).valid());
+  // Without clusters (before sm_90), one CTA.
+  EXPECT_EQ(max_shifted_row_length<Shifted>(kBf16, 1), 32761);
+}
+
 TEST(RowConfig, WithoutClustersOneCtaHoldsTheRow) {
   EXPECT_EQ(plan<One>(32768, kBf16, 1).cluster, 1);
   EXPECT_EQ(plan<One>(32768, kBf16, 1).threads, kMaxRowThreads);

@@ -135,10 +135,15 @@ inline constexpr int kRegisterNormMaxChunks = 1280;  // 10240 16-bit elements
 // thread: their per-element bounds checks spilled at four chunks, even at 128 registers, and at
 // two (softmax on 16-bit types). So they split rows over clusters of up to 16 CTAs (non-portable,
 // sm_90; their all-reduces are row_allreduce's, which holds 16): 131072 16-bit or 65536 f32
-// columns on CTAs of up to 1024 threads (an odd vocabulary's logits, 50257 f32, among them), half
-// that on the norm backward's 512. At 8 CTAs they ended at half that.
+// columns on CTAs of up to 1024 threads, half that on the norm backward's 512. At 8 CTAs they
+// ended at half that. Softmax reads most such rows by shifted chunks instead (ShiftedRows).
 template <class Config>
 using ScalarRows = RowConfig<1, Config::kMaxThreads, 1, kMaxNonPortableClusterCtas>;
+// Rows read by chunks shifted to the row's phase (Access::Shifted, the softmax kernels): Config's
+// chunks, split over clusters of up to 16 CTAs (non-portable, sm_90). A row of n columns spans up
+// to n + V − 1 from its first chunk (plan_shifted_rows).
+template <class Config>
+using ShiftedRows = RowConfig<Config::kChunks, Config::kMaxThreads, Config::kMinCtas, kMaxNonPortableClusterCtas>;
 
 // The run-time layout of a row over threads, CTAs and a cluster.
 struct RowLayout {
@@ -182,6 +187,15 @@ constexpr RowLayout plan_rows(std::int64_t n, int element_bytes, int device_clus
   layout.cluster = static_cast<int>(cluster);
   layout.slice = layout.threads * Config::kChunks * per_chunk;
   return layout;
+}
+
+// The layout of rows of `n` elements read by chunks shifted to the row's phase (Access::Shifted):
+// from the start of its first chunk a row spans up to V − 1 columns more than n.
+template <class Config>
+constexpr RowLayout plan_shifted_rows(std::int64_t n, int element_bytes, int device_cluster,
+                                      int cta_threads = kPreferredRowThreads) {
+  if (n < 1) return {};
+  return plan_rows<Config>(n + kChunkBytes / element_bytes - 1, element_bytes, device_cluster, cta_threads);
 }
 
 // How rows read twice (RereadRows, device/row/reread_row_tile.cuh) are laid over CTAs: one CTA
@@ -238,6 +252,10 @@ template <class Config>
 constexpr std::int64_t max_row_length(int element_bytes, int device_cluster) {
   return std::int64_t{Config::kCapacity} * std::min(device_cluster, Config::kMaxCluster) *
          (kChunkBytes / element_bytes);
+}
+template <class Config>
+constexpr std::int64_t max_shifted_row_length(int element_bytes, int device_cluster) {
+  return max_row_length<Config>(element_bytes, device_cluster) - (kChunkBytes / element_bytes - 1);
 }
 
 }  // namespace fusekit::device

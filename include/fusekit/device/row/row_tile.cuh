@@ -21,25 +21,48 @@ namespace fusekit::device {
 // either wholly inside the row or wholly past it; Whole: Vector where, besides, every chunk a
 // thread holds lies inside its row (the row is exactly the layout's slices) and every row a CTA
 // holds exists, so no chunk is tested against the row length; Scalar: element by element, any
-// alignment and length. A kernel is compiled for one of them.
+// alignment and length; Shifted: every tensor's row starts the same number of elements s past a
+// 16-byte boundary (0 <= s < V, the row's phase, row by row), so chunks start s columns before the
+// row (column c = kV − s): whole chunks inside the row are 16-byte accesses and only the first
+// and last chunk are read element by element (odd lengths, views offset by whole elements). A
+// kernel is compiled for one of them.
 // NOTE: with both paths in one kernel, behind a run-time test per chunk, the scalar path's
 // registers pushed the norm kernels past 64 and they spilled. The chunk tests of Vector (a compare,
 // a branch and the zero fill of each load) were a quarter of the instructions of the register-row
 // norms at 4096 columns (ncu, session 11).
-enum class Access : std::uint8_t { Vector, Scalar, Whole };
+enum class Access : std::uint8_t { Vector, Scalar, Whole, Shifted };
 
-// Whether the chunk starting at column c lies in a row of n columns (always, for Whole).
+// Whether the chunk starting at column c has any column in a row of n columns (always, for Whole;
+// a shifted chunk starts at most V − 1 columns before the row).
 template <Access kAccess>
 __device__ __forceinline__ bool chunk_in_row(int c, int n) {
   if constexpr (kAccess == Access::Whole) return true;
   else return c < n;
 }
 
+// Whether every element of the kE-element chunk starting at column c lies in a row of n columns.
+template <Access kAccess, int kE>
+__device__ __forceinline__ bool chunk_whole(int c, int n) {
+  if constexpr (kAccess == Access::Whole) return true;
+  else if constexpr (kAccess == Access::Vector) return c < n;
+  else return c >= 0 && c + kE <= n;
+}
+
 // Whether element e of the chunk starting at column c lies in a row of n columns (always, for
 // vector chunks: a row holds them whole or not at all).
 template <Access kAccess>
 __device__ __forceinline__ bool element_in_row(int c, int e, int n) {
-  return kAccess != Access::Scalar || c + e < n;
+  if constexpr (kAccess == Access::Scalar) return c + e < n;
+  // One unsigned compare: a column before the row (c + e < 0) wraps past n.
+  else if constexpr (kAccess == Access::Shifted) return static_cast<unsigned>(c + e) < static_cast<unsigned>(n);
+  else return true;
+}
+
+// The phase of a row starting at `row` (Access::Shifted): how many elements it starts past a
+// 16-byte boundary.
+template <class T>
+__device__ __forceinline__ int row_phase(const T* row) {
+  return static_cast<int>(reinterpret_cast<std::uintptr_t>(row) % kChunkBytes / sizeof(T));
 }
 
 // One tensor's rows: row r of batch b at data + b·batch_stride + r·row_stride (in elements).
@@ -173,24 +196,30 @@ enum class Cache : std::uint8_t {
   Keep,    // read by every row: keep in L1/L2 (weights)
 };
 
-// Loads the kElements values at columns [c, c + kElements) of `row`; columns >= n read as 0.
+// Loads the kElements values at columns [c, c + kElements) of `row`; columns outside [0, n) read
+// as 0.
 template <class T, int kElements, Cache kCache, Access kAccess>
 __device__ inline Pack<T, kElements> load_pack(const T* row, int c, int n) {
   using P = Pack<T, kElements>;
   P p;
+  const auto elementwise = [&] {
+#pragma unroll
+    for (int e = 0; e < kElements; ++e)
+      p.e[e] = element_in_row<kAccess>(c, e, n) ? row[c + e] : Element<T>::store(0.0f);
+  };
   if constexpr (kAccess != Access::Scalar) {
     const auto* w = reinterpret_cast<const typename P::Word*>(row + c);
-    if (!chunk_in_row<kAccess>(c, n)) {
+    if (chunk_whole<kAccess, kElements>(c, n)) {
+      if constexpr (kCache == Cache::Stream) p.word = __ldcs(w);
+      else p.word = __ldg(w);
+    } else if constexpr (kAccess == Access::Shifted) {
+      elementwise();
+    } else {
 #pragma unroll
       for (int e = 0; e < kElements; ++e) p.e[e] = Element<T>::store(0.0f);
-    } else if constexpr (kCache == Cache::Stream) {
-      p.word = __ldcs(w);
-    } else {
-      p.word = __ldg(w);
     }
   } else {
-#pragma unroll
-    for (int e = 0; e < kElements; ++e) p.e[e] = c + e < n ? row[c + e] : Element<T>::store(0.0f);
+    elementwise();
   }
   return p;
 }
@@ -199,12 +228,16 @@ __device__ inline Pack<T, kElements> load_pack(const T* row, int c, int n) {
 template <class T, int kElements, Access kAccess>
 __device__ inline void store_pack(T* row, int c, int n, const Pack<T, kElements>& p) {
   using P = Pack<T, kElements>;
-  if constexpr (kAccess != Access::Scalar) {
-    if (chunk_in_row<kAccess>(c, n)) __stcs(reinterpret_cast<typename P::Word*>(row + c), p.word);
-  } else {
+  const auto elementwise = [&] {
 #pragma unroll
     for (int e = 0; e < kElements; ++e)
-      if (c + e < n) row[c + e] = p.e[e];
+      if (element_in_row<kAccess>(c, e, n)) row[c + e] = p.e[e];
+  };
+  if constexpr (kAccess != Access::Scalar) {
+    if (chunk_whole<kAccess, kElements>(c, n)) __stcs(reinterpret_cast<typename P::Word*>(row + c), p.word);
+    else if constexpr (kAccess == Access::Shifted) elementwise();
+  } else {
+    elementwise();
   }
 }
 
@@ -271,22 +304,30 @@ struct RowTile {
   }
   __device__ void set(int i, int e, float v) { chunk[i].e[e] = Element<T>::store(v); }
 
-  // f(value, column) for every held element of a column < n.
+  // f(value, column) for every held element of a column in [0, n).
   template <Access kAccess, class F>
   __device__ void for_each(const RowSlot& slot, int n, F&& f) const {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int c = column(slot, i);
-      if (kAccess != Access::Scalar && !chunk_in_row<kAccess>(c, n)) continue;  // a chunk is all in or all out
+      if (kAccess != Access::Scalar && !chunk_in_row<kAccess>(c, n)) continue;  // a vector chunk is all in or all out
       float v[kElements];
       unpack_floats<T, kElements>(chunk[i], v);
+      // NOTE: a shifted row's inner chunks skip the test per element; only its first and last
+      // chunk take it.
+      if (kAccess == Access::Shifted && chunk_whole<kAccess, kElements>(c, n)) {
 #pragma unroll
-      for (int e = 0; e < kElements; ++e)
-        if (element_in_row<kAccess>(c, e, n)) f(v[e], c + e);
+        for (int e = 0; e < kElements; ++e) f(v[e], c + e);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kElements; ++e)
+          if (element_in_row<kAccess>(c, e, n)) f(v[e], c + e);
+      }
     }
   }
 
-  // Stores out[c + e] = f(i, e, c + e) for every held column < n, as Out elements, chunk by chunk.
+  // Stores out[c + e] = f(i, e, c + e) for every held column in [0, n), as Out elements, chunk by
+  // chunk.
   template <class Out, Access kAccess, class F>
   __device__ void store_mapped(Out* row, const RowSlot& slot, int n, F&& f) const {
 #pragma unroll

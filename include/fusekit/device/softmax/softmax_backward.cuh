@@ -33,10 +33,16 @@ __device__ inline void softmax_backward_row(const SoftmaxBackwardParams& p, cons
   const int n = at.row < p.rows ? p.n : 0;
   const std::int64_t row = at.address(p.rows);
 
+  const T* y_row = p.y.row<const T>(row, p.rows_per_batch);
+  // Shifted rows: the chunks start at the 16-byte boundary before the row (dy's and dx's rows have
+  // y's phase).
+  RowSlot slot = at.slot;
+  if constexpr (kAccess == Access::Shifted) slot.begin -= row_phase(y_row);
+
   Tile y, dy;
-  y.template load<kAccess>(p.y.row<const T>(row, p.rows_per_batch), at.slot, n);
-  dy.template load<kAccess>(p.dy.row<const T>(row, p.rows_per_batch), at.slot, n);
-  // Columns past n read as 0 and add nothing to the dot product.
+  y.template load<kAccess>(y_row, slot, n);
+  dy.template load<kAccess>(p.dy.row<const T>(row, p.rows_per_batch), slot, n);
+  // Columns outside the row read as 0 and add nothing to the dot product.
   float dot = 0.0f;
 #pragma unroll
   for (int i = 0; i < Tile::kChunks; ++i)
@@ -44,7 +50,7 @@ __device__ inline void softmax_backward_row(const SoftmaxBackwardParams& p, cons
     for (int e = 0; e < Tile::kElements; ++e) dot += y.value(i, e) * dy.value(i, e);
   dot = row_allreduce<0>(dot, SumOp{}, p.layout);
 
-  y.template store_mapped<T, kAccess>(p.dx.row<T>(row, p.rows_per_batch), at.slot, n, [&](int i, int e, int) {
+  y.template store_mapped<T, kAccess>(p.dx.row<T>(row, p.rows_per_batch), slot, n, [&](int i, int e, int) {
     return p.scale * y.value(i, e) * (dy.value(i, e) - dot);
   });
 }

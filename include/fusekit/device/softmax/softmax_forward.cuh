@@ -72,21 +72,36 @@ template <class T, Access kAccess, class Tile>
 __device__ inline float max_of_values(const Tile& x, const RowSlot& slot, int n) {
   using Pair = ValuePair<T>;
   if constexpr (!std::is_void_v<Pair> && kAccess != Access::Scalar) {
-    constexpr int kPairs = Tile::kElements / 2;
+    constexpr int kE = Tile::kElements;
+    constexpr int kPairs = kE / 2;
     Pair max[kPairs];
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) max[k] = Pair(T(-INFINITY), T(-INFINITY));
+    float edge_max = -INFINITY;  // Shifted: the values of a row's first and last chunk
 #pragma unroll Tile::kUnroll
     for (int i = 0; i < Tile::kChunks; ++i) {
-      if (!chunk_in_row<kAccess>(Tile::column(slot, i), n)) continue;
+      const int c = Tile::column(slot, i);
+      if (!chunk_in_row<kAccess>(c, n)) continue;
       const auto chunk = x.get(i);
+      if constexpr (kAccess == Access::Shifted) {
+        // The columns outside the row were read as 0, so these chunks are compared element by
+        // element.
+        if (!chunk_whole<kAccess, kE>(c, n)) {
+#pragma unroll
+          for (int e = 0; e < kE; ++e)
+            if (element_in_row<kAccess>(c, e, n)) edge_max = fmaxf(edge_max, x.value(i, e));
+          continue;
+        }
+      }
       const auto* pairs = reinterpret_cast<const Pair*>(&chunk);
 #pragma unroll
       for (int k = 0; k < kPairs; ++k) max[k] = __hmax2(max[k], pairs[k]);
     }
 #pragma unroll
     for (int k = 1; k < kPairs; ++k) max[0] = __hmax2(max[0], max[k]);
-    return fmaxf(__low2float(max[0]), __high2float(max[0]));
+    const float pair_max = fmaxf(__low2float(max[0]), __high2float(max[0]));
+    if constexpr (kAccess == Access::Shifted) return fmaxf(pair_max, edge_max);
+    else return pair_max;
   } else {
     float max = -INFINITY;
     x.template for_each<kAccess>(slot, n, [&](float v, int) { max = fmaxf(max, v); });
@@ -103,9 +118,13 @@ __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const 
   // takes part in its CTA's barriers.
   const int n = at.row < p.rows ? p.n : 0;
   const std::int64_t row = at.address(p.rows);
+  const T* x_row = p.x.row<const T>(row, p.rows_per_batch);
+  // Shifted rows: the chunks start at the 16-byte boundary before the row (y's rows have x's phase).
+  RowSlot slot = at.slot;
+  if constexpr (kAccess == Access::Shifted) slot.begin -= row_phase(x_row);
 
-  Tile x(at.slot);
-  x.template load<kAccess>(p.x.row<const T>(row, p.rows_per_batch), at.slot, n);
+  Tile x(slot);
+  x.template load<kAccess>(x_row, slot, n);
 
   // Bottom-right causal alignment: row i of a batch sees columns j <= i + (n − rows_per_batch).
   int visible_end = p.n;
@@ -122,14 +141,14 @@ __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const 
     MaxSum part{-INFINITY, 0.0f};
     if constexpr (kLogits == SoftmaxLogits::Plain) {
       // max(x·scale) = max(x)·scale for scale > 0, rounding included (it is monotonic).
-      part.max = max_of_values<T, kPassAccess>(x, at.slot, n) * p.scale_log2;
+      part.max = max_of_values<T, kPassAccess>(x, slot, n) * p.scale_log2;
     } else {
-      x.template for_each<kPassAccess>(at.slot, n, [&](float v, int c) {
+      x.template for_each<kPassAccess>(slot, n, [&](float v, int c) {
         part.max = fmaxf(part.max, logit2<kLogits>(v, c, visible_end, p.scale_log2));
       });
     }
     if (part.max != -INFINITY)
-      x.template for_each<kPassAccess>(at.slot, n, [&](float v, int c) {
+      x.template for_each<kPassAccess>(slot, n, [&](float v, int c) {
         part.sum += fast_exp2(shifted_logit2<kLogits>(v, c, visible_end, p.scale_log2, part.max));
       });
     return part;
@@ -140,7 +159,7 @@ __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const 
     constexpr Access kPassAccess = decltype(kPass)::value;
 #pragma unroll Tile::kUnroll
     for (int i = 0; i < Tile::kChunks; ++i) {
-      const int c = Tile::column(at.slot, i);
+      const int c = Tile::column(slot, i);
       if (!chunk_in_row<kPassAccess>(c, n)) continue;
       float v[kE];
       unpack_floats<T, kE>(x.get(i), v);
@@ -157,7 +176,7 @@ __device__ inline void softmax_forward_row(const SoftmaxForwardParams& p, const 
   using OwnChunks = std::integral_constant<Access, kAccess>;
   bool whole = false;
   if constexpr (kResidence == Residence::Shared && kAccess == Access::Vector)
-    whole = chunk_in_row<kAccess>(Tile::column(at.slot, Tile::kChunks - 1), n);
+    whole = chunk_in_row<kAccess>(Tile::column(slot, Tile::kChunks - 1), n);
 
   const MaxSum part = whole ? stats(WholeChunks{}) : stats(OwnChunks{});
   const MaxSum total = row_allreduce<0>(part, MaxSumOp{}, p.layout);
