@@ -124,7 +124,7 @@ TEST_P(SoftmaxBackwardGpu, BatchedInPlace) {
 
 // Views offset by whole elements. Where y, dy and dx start alike the rows are read by chunks
 // shifted to their phase (in place over dy; 131067, odd, on clusters of 16 CTAs for f32), where
-// they do not element by element. Nothing around dx is written.
+// they do not element by element (x, for the forward, starts as y). Nothing around dx is written.
 TEST_P(SoftmaxBackwardGpu, OffsetViewsReadShiftedOrElementByElement) {
   FUSEKIT_REQUIRE_GPU();
   const DType dt = GetParam();
@@ -145,7 +145,7 @@ TEST_P(SoftmaxBackwardGpu, OffsetViewsReadShiftedOrElementByElement) {
     if (!supported(dt, s, c.y_offset, same ? testing::RowPhases::Same : testing::RowPhases::Mixed)) continue;
     SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << " offsets " << c.y_offset << ", "
                                       << c.dy_offset << ", " << c.dx_offset << (c.in_place ? " in place" : ""));
-    Padded x(dt, s), y(dt, s, c.y_offset), dy(dt, s, c.dy_offset), dx_own(dt, s, c.dx_offset);
+    Padded x(dt, s, c.y_offset), y(dt, s, c.y_offset), dy(dt, s, c.dy_offset), dx_own(dt, s, c.dx_offset);
     const Padded& dx = c.in_place ? dy : dx_own;
     poison(dy.storage);
     poison(dx_own.storage);
