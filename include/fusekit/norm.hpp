@@ -7,7 +7,7 @@
 // Tensors are [rows, n] or [batch, rows, n] with unit innermost stride and any row (and batch)
 // stride; x, y, residuals, weight and bias share one dtype (f32, f16 or bf16); math is f32. Row
 // lengths on sm_90, where thread-block clusters of up to 16 CTAs split long rows: 1 … 262144 for
-// rows of whole 16-byte aligned vectors (f32 too), 65536 (16-bit) / 32768 (f32) for other rows
+// rows of whole 16-byte aligned vectors (f32 too), 131072 (16-bit) / 65536 (f32) for other rows
 // (odd lengths or strides), which take element-by-element kernels, and 131072 / 65536 for the
 // fp8-quantizing norms (fusekit/norm_quantize.hpp); on sm_80 32768 / 16384 for vector rows and a
 // quarter of that for others. Every argument is validated before any launch; errors name the

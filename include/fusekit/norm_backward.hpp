@@ -11,9 +11,10 @@
 // allocate it, and pass it to every call; a call allocates nothing (CUDA-graph safe).
 // Tensors are [rows, n] or [batch, rows, n] with unit innermost stride and any row (and batch)
 // stride; x, dy, dx, weight, dweight and dbias share one dtype (f32, f16 or bf16); math is f32.
-// Row lengths 1 … 65536 (f16/bf16) or 32768 (f32) on sm_90 (thread-block clusters split long
-// rows), 8192 / 4096 on sm_80, for rows of whole 16-byte aligned vectors; half of that for other
-// rows (odd lengths or strides), which take element-by-element kernels. Every argument is
+// Row lengths 1 … 262144 (f16/bf16) or 131072 (f32) on sm_90 (thread-block clusters of up to 16
+// CTAs split long rows), 8192 / 4096 on sm_80, for rows of whole 16-byte aligned vectors; other
+// rows (odd lengths or strides) take element-by-element kernels: 65536 / 32768 on sm_90, half of
+// the vector rows' on sm_80. Every argument is
 // validated before any launch; errors name the argument, the expected and the actual value.
 #include <cstddef>
 #include <cstdint>

@@ -6,9 +6,10 @@
 // masked row (y all 0) gets dx all 0. Tensors are [rows, n] or [batch, rows, n], unit innermost
 // stride, any row and batch stride, f32/f16/bf16 (y, dy and dx alike), math in f32. Rows of
 // 1 … 262144 elements (f32: 131072) on sm_90, where thread-block clusters split long rows
-// (16384 / 8192 on sm_80), for rows of whole 16-byte aligned vectors; other rows (odd lengths or
-// strides), which take element-by-element kernels, 65536 / 32768 on sm_90 and half of the vector
-// rows' on sm_80.
+// (16384 / 8192 on sm_80), for rows of whole 16-byte aligned vectors. Other rows (odd lengths or
+// strides) whose tensors start each row alike are read by chunks shifted to the row: 262137 /
+// 131069 (16377 / 8189 on sm_80). Rows whose tensors start differently take element-by-element
+// kernels: 131072 / 65536 on sm_90 and half of the vector rows' on sm_80.
 #include <cuda_runtime_api.h>
 
 #include "fusekit/tensor.hpp"
