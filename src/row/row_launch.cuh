@@ -188,12 +188,12 @@ void with_residence(device::Residence residence, F&& f) {
 }
 
 // Calls f(access, residence) as constants for the kernels that exist: rows staged in shared
-// memory or reread are read as whole vectors only.
+// memory or reread are read as whole (or shifted) vectors only.
 template <bool kRereads = false, Accesses kAccesses = Accesses::VectorScalar, class F>
 void with_placement(device::Access access, device::Residence residence, F&& f) {
   with_access<kAccesses>(access, [&](auto kAccess) {
     with_residence<kRereads>(residence, [&](auto kResidence) {
-      if constexpr (kAccess() == device::Access::Vector || kResidence() == device::Residence::Registers)
+      if constexpr (kAccess() != device::Access::Scalar || kResidence() == device::Residence::Registers)
         f(kAccess, kResidence);
     });
   });
@@ -235,12 +235,12 @@ device::RowLayout plan(std::string_view arg, std::int64_t n, DType dtype,
 }
 
 // Where rows of n elements of `dtype` live in a kernel of `access`: shared memory for rows of at
-// least `shared_min_chunks` chunks (vector access only), registers otherwise.
+// least `shared_min_chunks` chunks (vector or shifted access), registers otherwise.
 // NOTE: shared rows hold the longest rows of every config, so a row too long for them is
 // reported with their limit.
 inline device::Residence residence_for(device::Access access, std::int64_t n, DType dtype, int shared_min_chunks) {
   const std::int64_t chunks = n / (device::kChunkBytes / static_cast<std::int64_t>(dtype_size(dtype)));
-  return access == device::Access::Vector && chunks >= shared_min_chunks ? device::Residence::Shared
+  return access != device::Access::Scalar && chunks >= shared_min_chunks ? device::Residence::Shared
                                                                          : device::Residence::Registers;
 }
 

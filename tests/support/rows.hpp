@@ -86,7 +86,8 @@ bool holds_row(DType dt, const RowShape& s) {
 enum class RowPhases : std::uint8_t { Same, Mixed };
 
 // holds_row for kernel families that read rows of one phase by chunks shifted to it (softmax:
-// device::Access::Shifted): such rows that are not whole aligned chunks take Config's ShiftedRows;
+// device::Access::Shifted): such rows that are not whole aligned chunks take Config's ShiftedRows
+// or `Staged` (the forward's shared-memory rows);
 // rows of mixed phases take its ScalarRows. `offset`: where the views start in their buffers, in
 // elements.
 template <class Config, class Staged = void>
@@ -96,7 +97,10 @@ bool holds_phased_row(DType dt, const RowShape& s, std::int64_t offset, RowPhase
   if (phases == RowPhases::Mixed) return s.n <= device::max_row_length<device::ScalarRows<Config>>(element, max_cluster);
   const std::int64_t chunk = device::kChunkBytes / element;
   if (s.n % chunk == 0 && s.ld % chunk == 0 && offset % chunk == 0) return holds_row<Config, Staged>(dt, s);
-  return s.n <= device::max_shifted_row_length<device::ShiftedRows<Config>>(element, max_cluster);
+  std::int64_t longest = device::max_shifted_row_length<device::ShiftedRows<Config>>(element, max_cluster);
+  if constexpr (!std::is_void_v<Staged>)
+    longest = std::max(longest, device::max_shifted_row_length<Staged>(element, max_cluster));
+  return s.n <= longest;
 }
 
 // Norm inputs are drawn uniformly from a range.

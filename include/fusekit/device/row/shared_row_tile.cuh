@@ -8,9 +8,10 @@
 // SM, and one CTA's reduction and stores overlap another's loads. The row is still read from
 // memory once; the second pass over it reads shared memory.
 //
-// Same interface as RowTile (vector access only: whole, 16-byte aligned chunks): chunk i of the
-// thread at slot t lies at chunk i·threads + t of the CTA's slice, which is the slice's own
-// order, so a warp's shared accesses are consecutive 16-byte words (no bank conflicts).
+// Same interface as RowTile (vector access, or shifted: a shifted row's first and last chunk are
+// copied element by element, the rest as whole 16-byte chunks): chunk i of the thread at slot t
+// lies at chunk i·threads + t of the CTA's slice, which is the slice's own order, so a warp's
+// shared accesses are consecutive 16-byte words (no bank conflicts).
 #include <cstddef>
 #include <cstdint>
 
@@ -50,16 +51,21 @@ struct SharedRowTile {
     return std::size_t{kChunkBytes} * kChunks * static_cast<std::size_t>(layout.block_threads());
   }
 
-  // Starts copying the thread's chunks below n from `row` into shared memory (part of the cp.async
-  // group that commit() closes). Each thread reads back only the chunks it copied, so no CTA
+  // Starts copying the thread's chunks in the row from `row` into shared memory (part of the
+  // cp.async group that commit() closes; a shifted row's partial chunks are stored directly, their
+  // columns outside the row as 0). Each thread reads back only the chunks it copied, so no CTA
   // barrier is needed.
   template <Access kAccess>
   __device__ void copy(const T* row, const RowSlot& slot, int n) {
-    static_assert(kAccess == Access::Vector, "shared rows hold whole 16-byte chunks");
+    static_assert(kAccess == Access::Vector || kAccess == Access::Shifted, "shared rows hold 16-byte chunks");
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int c = column(slot, i);
-      if (c >= n) continue;
+      if (!chunk_in_row<kAccess>(c, n)) continue;
+      if (kAccess == Access::Shifted && !chunk_whole<kAccess, kElements>(c, n)) {
+        slice[i * threads + t] = load_pack<T, kElements, Cache::Stream, kAccess>(row, c, n);
+        continue;
+      }
       const auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(&slice[i * threads + t]));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(row + c) : "memory");
     }
@@ -87,7 +93,7 @@ struct SharedRowTile {
   __device__ Chunk get(int i) const { return slice[i * threads + t]; }
   __device__ void put(int i, const Chunk& chunk) { slice[i * threads + t] = chunk; }
 
-  // f(value, column) for every held element of a column < n.
+  // f(value, column) for every held element of a column in [0, n).
   template <Access kAccess, class F>
   __device__ void for_each(const RowSlot& slot, int n, F&& f) const {
 #pragma unroll kUnroll
@@ -96,8 +102,14 @@ struct SharedRowTile {
       if (!chunk_in_row<kAccess>(c, n)) continue;
       float v[kElements];
       unpack_floats<T, kElements>(get(i), v);
+      if (chunk_whole<kAccess, kElements>(c, n)) {
 #pragma unroll
-      for (int e = 0; e < kElements; ++e) f(v[e], c + e);
+        for (int e = 0; e < kElements; ++e) f(v[e], c + e);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kElements; ++e)
+          if (element_in_row<kAccess>(c, e, n)) f(v[e], c + e);
+      }
     }
   }
 };

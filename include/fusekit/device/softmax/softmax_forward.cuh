@@ -87,9 +87,11 @@ __device__ inline float max_of_values(const Tile& x, const RowSlot& slot, int n)
         // The columns outside the row were read as 0, so these chunks are compared element by
         // element.
         if (!chunk_whole<kAccess, kE>(c, n)) {
+          float v[kE];
+          unpack_floats<T, kE>(chunk, v);
 #pragma unroll
           for (int e = 0; e < kE; ++e)
-            if (element_in_row<kAccess>(c, e, n)) edge_max = fmaxf(edge_max, x.value(i, e));
+            if (element_in_row<kAccess>(c, e, n)) edge_max = fmaxf(edge_max, v[e]);
           continue;
         }
       }
