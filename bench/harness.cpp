@@ -28,7 +28,7 @@ constexpr int kFlushByte = 0x5A;
 L2Flusher::L2Flusher()
     : scratch_(current_device_info().l2_bytes * kL2FlushFactor),
       sink_(sizeof(unsigned int)),
-      blocks_(current_device_info().sm_count * kL2SweepBlocksPerSm) {
+      blocks_(current_device_info().device_sm_count * kL2SweepBlocksPerSm) {
   check_cuda(cudaMemset(scratch_.data(), 0, scratch_.bytes()), "L2 flush buffer");
 }
 

@@ -46,7 +46,8 @@ std::string no_device_reason();
 struct DeviceInfo {
   int index = 0;
   std::string name;
-  int sm_count = 0;
+  int sm_count = 0;         // the SMs fusekit's kernels size their grids for (set_sm_limit)
+  int device_sm_count = 0;  // the device's own
   int cc_major = 0, cc_minor = 0;
   std::size_t memory_bytes = 0;
   std::size_t l2_bytes = 0;
@@ -59,6 +60,17 @@ struct DeviceInfo {
 
 // The current device's facts, queried once per device; throws Error(NoDevice) without one.
 const DeviceInfo& current_device_info();
+
+// Caps the SMs that fusekit's kernels size their grids for, on every device, at `sms` (0: no cap):
+// the persistent and grid-stride launches and the Hopper GEMMs' tile schedulers then run at most
+// that many SMs' worth of CTAs at once (a cluster at the least), so work on other streams (a
+// communication kernel) keeps the rest. A cap above a device's SM count changes nothing there; cuBLASLt's kernels are not
+// capped. Set it between launches, not while other threads launch. Throws
+// Error(InvalidArgument) for a negative count.
+// NOTE: the cap bounds how many CTAs run at once, not which SMs they take.
+void set_sm_limit(int sms);
+// The cap set_sm_limit set (0: none).
+int sm_limit();
 
 // The CTAs of a grid-stride launch over `work` items, `threads` per CTA: one CTA per `threads`
 // items, at most `ctas_per_sm` per SM of `sm_count`, and at least one.

@@ -68,7 +68,7 @@ DeviceInfo query_device_info(int index) {
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, info.index), "cudaGetDeviceProperties");
   info.name = prop.name;
-  info.sm_count = prop.multiProcessorCount;
+  info.device_sm_count = prop.multiProcessorCount;
   info.cc_major = prop.major;
   info.cc_minor = prop.minor;
   info.memory_bytes = prop.totalGlobalMem;
@@ -79,22 +79,50 @@ DeviceInfo query_device_info(int index) {
   cudaDeviceGetAttribute(&info.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, info.index);
   return info;
 }
+
+// NOTE: cudaGetDeviceProperties takes about a millisecond; dispatch asks per call, so the answer
+// is cached per device, with set_sm_limit's cap applied to every entry.
+constexpr int kMaxDevices = 64;
+struct DeviceCache {
+  std::array<std::optional<DeviceInfo>, kMaxDevices> slots;
+  std::mutex mutex;
+  int sm_limit = 0;
+};
+DeviceCache& device_cache() {
+  static DeviceCache cache;
+  return cache;
+}
+int capped_sms(int device_sms, int limit) { return limit > 0 ? std::min(device_sms, limit) : device_sms; }
 }  // namespace
 
 const DeviceInfo& current_device_info() {
-  // NOTE: cudaGetDeviceProperties takes about a millisecond; dispatch asks per call, so the
-  // answer is cached per device.
-  constexpr int kMaxDevices = 64;
-  static std::array<std::optional<DeviceInfo>, kMaxDevices> cache;
-  static std::mutex mutex;
   if (auto why = no_device_reason(); !why.empty()) throw Error(ErrorKind::NoDevice, why);
   int index = 0;
   check_cuda(cudaGetDevice(&index), "cudaGetDevice");
   require(index < kMaxDevices, "device index", fmt::format("< {}", kMaxDevices), index);
-  std::lock_guard lock(mutex);
-  auto& slot = cache[static_cast<std::size_t>(index)];
-  if (!slot) slot = query_device_info(index);
+  DeviceCache& cache = device_cache();
+  std::lock_guard lock(cache.mutex);
+  auto& slot = cache.slots[static_cast<std::size_t>(index)];
+  if (!slot) {
+    slot = query_device_info(index);
+    slot->sm_count = capped_sms(slot->device_sm_count, cache.sm_limit);
+  }
   return *slot;
+}
+
+void set_sm_limit(int sms) {
+  require(sms >= 0, "sms", ">= 0 (0: no cap)", sms);
+  DeviceCache& cache = device_cache();
+  std::lock_guard lock(cache.mutex);
+  cache.sm_limit = sms;
+  for (auto& slot : cache.slots)
+    if (slot) slot->sm_count = capped_sms(slot->device_sm_count, sms);
+}
+
+int sm_limit() {
+  DeviceCache& cache = device_cache();
+  std::lock_guard lock(cache.mutex);
+  return cache.sm_limit;
 }
 
 int grid_stride_ctas(std::int64_t work, int threads, int ctas_per_sm, int sm_count) {

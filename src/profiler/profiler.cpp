@@ -511,7 +511,7 @@ Profiler::Profiler(Flush flush) : impl_(std::make_unique<Impl>()) {
     impl_->sweeps.buffer = impl_->sweep_buffer.data();
     impl_->sweeps.bytes = impl_->sweep_buffer.bytes();
     impl_->sweeps.sink = static_cast<unsigned int*>(impl_->sink.data());
-    impl_->sweeps.blocks = impl_->device.sm_count * kL2SweepBlocksPerSm;
+    impl_->sweeps.blocks = impl_->device.device_sm_count * kL2SweepBlocksPerSm;
     // NOTE: the first launch loads the sweep's module (lazy loading); do it here, not inside a
     // launch callback.
     impl_->sweep_now(nullptr);

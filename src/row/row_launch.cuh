@@ -298,9 +298,10 @@ void launch(void (*kernel)(Params), const device::RowLayout& layout, std::int64_
 }
 
 // How many CTA groups (clusters of `layout.cluster`) of `kernel` with `shared_bytes` each are
-// resident on the device at once.
+// resident at once on the device's SMs, or on set_sm_limit's share of them.
 // NOTE: for clusters the occupancy per SM times the SMs over-counts: a cluster's CTAs must share
-// one GPC, and the GPCs' SM counts are not multiples of the cluster (session 19).
+// one GPC, and the GPCs' SM counts are not multiples of the cluster (session 19); under a cap,
+// the device's resident clusters are scaled by the cap's share of its SMs.
 template <class Params>
 std::int64_t resident_groups(void (*kernel)(Params), const device::RowLayout& layout, std::size_t shared_bytes,
                              std::string_view name) {
@@ -309,6 +310,9 @@ std::int64_t resident_groups(void (*kernel)(Params), const device::RowLayout& la
   if (layout.cluster > 1) {
     l.config.gridDim = dim3(static_cast<unsigned>(layout.cluster));
     check_cuda(cudaOccupancyMaxActiveClusters(&groups, kernel, &l.config), join(name, " occupancy"));
+    const DeviceInfo& device = current_device_info();
+    if (groups > 0 && device.sm_count < device.device_sm_count)
+      groups = std::max(1, static_cast<int>(std::int64_t{groups} * device.sm_count / device.device_sm_count));
   } else {
     int per_sm = 0;
     check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, layout.block_threads(), shared_bytes),

@@ -527,6 +527,24 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
   }
 }
 
+// Under an SM cap (set_sm_limit) the persistent quantizing kernels launch fewer groups, so each
+// takes more rows: 7 SMs' worth of CTAs (a count that clusters of 2 to 8 CTAs do not divide) on
+// rows of one and two warps (bf16 LayerNorm: the tensor-core sums), of eight, and split over
+// clusters (65536 and 131072 columns).
+TEST_P(NormForwardGpu, QuantizesUnderAnSmLimit) {
+  FUSEKIT_REQUIRE_GPU();
+  const auto [kind, dt] = GetParam();
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
+  constexpr int kCappedSms = 7;
+  testing::ScopedSmLimit limit(kCappedSms);
+  for (const Shape& s : {Shape{1001, 2048, 2048}, Shape{777, 4096, 4096}, Shape{301, 16384, 16384},
+                         Shape{67, 65536, 65536}, Shape{19, 131072, 131072}}) {
+    if (!supported<device::QuantizingRows>(dt, s)) continue;
+    check_quantize(kind, dt, s, seed, true, true, -3.0f, 3.0f);
+  }
+}
+
 // A NaN in one row of x makes that row's scale NaN and the tensor's amax NaN (device/amax.cuh:
 // fmaxf dropped it, giving the row scale 1 and the amax of the other rows), on rows of a warp,
 // of CTAs (one and several rows per group), of clusters, and RMSNorm's folded amax (no bias);

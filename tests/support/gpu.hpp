@@ -11,3 +11,16 @@
     if (::fusekit::device_count() == 0)                                         \
       GTEST_SKIP() << "needs a CUDA GPU: " << ::fusekit::no_device_reason();    \
   } while (0)
+
+namespace fusekit::testing {
+
+// fusekit::set_sm_limit(sms) for a scope, lifted at its end (a failed assertion included).
+class ScopedSmLimit {
+ public:
+  explicit ScopedSmLimit(int sms) { set_sm_limit(sms); }
+  ~ScopedSmLimit() { set_sm_limit(0); }
+  ScopedSmLimit(const ScopedSmLimit&) = delete;
+  ScopedSmLimit& operator=(const ScopedSmLimit&) = delete;
+};
+
+}  // namespace fusekit::testing

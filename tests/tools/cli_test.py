@@ -37,6 +37,8 @@ class BadInput(unittest.TestCase):
     def test_other_options_are_refused_by_name(self):
         self.refused(["bench", "layernorm", "--runs", "0"], "--runs")
         self.refused(["bench", "layernorm", "--dtype", "int4"], "--dtype")
+        self.refused(["bench", "layernorm", "--sms", "0"], "--sms")
+        self.refused(["bench", "softmax", "--sms", "-3"], "--sms")
 
     def test_a_valid_command_without_a_gpu_runs(self):
         code, out = run("explain", "layernorm", "--rows", "3", "--cols", "5")

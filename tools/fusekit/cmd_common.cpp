@@ -29,6 +29,10 @@ void add_common_bench_options(CLI::App* sub, CommonBenchOptions& o) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--rung", o.rungs, "time only the named rung (repeatable; default: every rung)");
+  sub->add_option("--sms", o.sms,
+                  "size fusekit's grids for N SMs (fusekit::set_sm_limit; default: all of them); cuBLASLt's "
+                  "kernels are not capped")
+      ->check(CLI::Range(1, INT_MAX));
 }
 
 int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladders, const CommonBenchOptions& o) {
@@ -36,6 +40,12 @@ int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladde
   if (!o.json_path.empty()) {
     json.open(o.json_path);
     require(static_cast<bool>(json), "--json", "a writable file", o.json_path);
+  }
+  if (o.sms > 0) {
+    const int device_sms = current_device_info().device_sm_count;
+    require(o.sms <= device_sms, "--sms", fmt::format("1 to the GPU's {} SMs", device_sms), o.sms);
+    set_sm_limit(o.sms);
+    fmt::print("fusekit: grids sized for {} of the GPU's {} SMs (--sms)\n", o.sms, device_sms);
   }
   bench::TimingOptions timing;
   timing.min_runs = o.min_runs;
@@ -59,6 +69,7 @@ int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladde
         auto line = bench::to_json(r);
         line["commit"] = build_info().commit;
         line["device"] = current_device_info().name;
+        line["sms"] = current_device_info().sm_count;
         json << line.dump() << "\n";
       }
       all_valid = all_valid && r.check.passed;

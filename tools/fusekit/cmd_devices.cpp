@@ -23,7 +23,7 @@ void add_devices_command(CLI::App& app, Commands& commands) {
     const double bw = bench::measure_copy_bandwidth(stream);
     fmt::print("device {}: {}\n", info.index, info.name);
     fmt::print("  compute capability {}.{} ({}), {} SMs, {:.0f} MHz\n", info.cc_major, info.cc_minor, info.chip(),
-               info.sm_count, info.clock_khz / kKhzPerMhz);
+               info.device_sm_count, info.clock_khz / kKhzPerMhz);
     fmt::print("  memory {:.1f} GiB, L2 {:.1f} MiB, shared memory per block (opt-in) {} KiB\n",
                info.memory_bytes / kGiB, info.l2_bytes / kMiB, info.smem_per_block_optin / 1024);
     fmt::print("  measured copy bandwidth {:.2f} TB/s (bytes read + written)\n", bw / kTB);

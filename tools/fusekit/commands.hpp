@@ -41,6 +41,9 @@ struct CommonBenchOptions {
   // Only these rungs (all when empty): one rung timed against a peer from another process, with
   // no other rung's load just before it (the H200's clocks follow its recent power draw).
   std::vector<std::string> rungs;
+  // fusekit's grids sized for this many SMs (set_sm_limit; 0: all): another GPU's bytes per SM on
+  // this one, or the SMs left beside other work.
+  int sms = 0;
 };
 void add_common_bench_options(CLI::App* sub, CommonBenchOptions& options);
 
