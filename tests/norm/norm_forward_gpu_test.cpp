@@ -529,8 +529,7 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
 
 // Under an SM cap (set_sm_limit) the persistent quantizing kernels launch fewer groups, so each
 // takes more rows: 7 SMs' worth of CTAs (a count that clusters of 2 to 8 CTAs do not divide) on
-// rows of one and two warps (bf16 LayerNorm: the tensor-core sums), of eight, and split over
-// clusters (65536 and 131072 columns).
+// rows of one and two warps, of eight, and split over clusters (65536 and 131072 columns).
 TEST_P(NormForwardGpu, QuantizesUnderAnSmLimit) {
   FUSEKIT_REQUIRE_GPU();
   const auto [kind, dt] = GetParam();
