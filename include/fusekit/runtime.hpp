@@ -64,9 +64,9 @@ const DeviceInfo& current_device_info();
 // Caps the SMs that fusekit's kernels size their grids for, on every device, at `sms` (0: no cap):
 // the persistent and grid-stride launches and the Hopper GEMMs' tile schedulers then run at most
 // that many SMs' worth of CTAs at once (a cluster at the least), so work on other streams (a
-// communication kernel) keeps the rest. A cap above a device's SM count changes nothing there; cuBLASLt's kernels are not
-// capped. Set it between launches, not while other threads launch. Throws
-// Error(InvalidArgument) for a negative count.
+// communication kernel) keeps the rest. A cap above a device's SM count changes nothing there;
+// cuBLASLt's kernels are not capped. Set it between launches, not while other threads launch.
+// Throws Error(InvalidArgument) for a negative count.
 // NOTE: the cap bounds how many CTAs run at once, not which SMs they take.
 void set_sm_limit(int sms);
 // The cap set_sm_limit set (0: none).

@@ -14,13 +14,17 @@
 
 namespace fusekit::testing {
 
-// fusekit::set_sm_limit(sms) for a scope, lifted at its end (a failed assertion included).
+// fusekit::set_sm_limit(sms) for a scope; the cap before it is restored at its end (a failed
+// assertion included).
 class ScopedSmLimit {
  public:
-  explicit ScopedSmLimit(int sms) { set_sm_limit(sms); }
-  ~ScopedSmLimit() { set_sm_limit(0); }
+  explicit ScopedSmLimit(int sms) : before_(sm_limit()) { set_sm_limit(sms); }
+  ~ScopedSmLimit() { set_sm_limit(before_); }
   ScopedSmLimit(const ScopedSmLimit&) = delete;
   ScopedSmLimit& operator=(const ScopedSmLimit&) = delete;
+
+ private:
+  int before_;
 };
 
 }  // namespace fusekit::testing
