@@ -163,6 +163,12 @@ constexpr ColumnRange kLayerNormFp8OneBuffer{28672, 32768};
 // 16384, 3297 → 3202 at 10240 (a group more per SM there too), and RMSNorm → e4m3 4032 → 3924 at
 // 12288 (three groups against two).
 constexpr ColumnRange kLayerNormFp8EightDense{6144, 6144};
+// Where the float-affine rows of eight chunks take their first Σh and Σh² on the tensor cores
+// (device::SumsOn::TensorCores): groups of one and two warps.
+// NOTE: measured on an H100 launched for 92 of its 132 SMs, the H200's bytes per SM (session 58,
+// bf16, GB/s): LayerNorm → e4m3 +3.5 to +8.5 % at 4096 and +3.2 % at 2048, but −3.9 % at 8192 and
+// −14 % at 10240 (groups of four and five warps), and −0.3 to −1 % at 4096 on all 132.
+constexpr ColumnRange kFp8TensorCoreSums{2048, 4096};
 // Where the rows with bf16 weight and bias run at kEightDenseRegisters: two groups of 9–10 warps
 // per SM where 104 registers leave room for one (one row buffer each where two do not fit).
 // NOTE: measured on the H200 (session 27, runs 3–4, bf16, 2^27 elements, GB/s, one group → two):
@@ -568,6 +574,12 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Float,
                                                                            RowBuffers::Two, device::kEightDenseRegisters>,
                                    form.affine, form.buffers);
+            if (kFp8TensorCoreSums.holds(shape.n))
+              return go_persistent(
+                  device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Float, RowBuffers::Two,
+                                                          device::kEightRegisters, 1, device::NormForms::Any,
+                                                          __nv_fp8_e4m3, device::SumsOn::TensorCores>,
+                  form.affine, form.buffers);
             return go_persistent(
                 device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Float, RowBuffers::Two>,
                 form.affine, form.buffers);

@@ -1,6 +1,7 @@
 #pragma once
 // PTX wrappers of the sm_80 data path that the portable kernels share: 16-byte cp.async copies
-// global → shared (with zero-fill) and the mma.sync m16n8k16 tensor-core op with fp32 accumulators.
+// global → shared (with zero-fill) and the mma.sync m16n8k16 and m16n8k8 tensor-core ops with fp32
+// accumulators.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -42,6 +43,22 @@ __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsig
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// c += a·b for one m16n8k8 tile: a row-major (2 registers), b column-major (1), c fp32 (4).
+template <bool kBf16>
+__device__ __forceinline__ void mma_k8(float (&c)[4], unsigned a0, unsigned a1, unsigned b0) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b0));
   }
 }
 

@@ -21,12 +21,14 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cutlass/arch/barrier.h>
 
 #include "fusekit/device/norm/norm_forward.cuh"
 #include "fusekit/device/row/cluster_exchange.cuh"
+#include "fusekit/device/row/mma_sums.cuh"
 
 namespace fusekit::device {
 
@@ -195,12 +197,20 @@ struct SharedAffine {
 // (0), RMSNorm's Σh² (2).
 constexpr bool is_first_allreduce(int site) { return site == 0 || site == 2; }
 
+// Where a quantizing row's first Σh and Σh² are taken: on the FP32 pipe from the unpacked floats,
+// or on the tensor cores from the packed chunks (MmaRowSums), which leaves the FP32 pipe ~2
+// instructions a value fewer. A far-off mean's re-centred sums stay on the FP32 pipe.
+enum class SumsOn : std::uint8_t { Fp32Pipe, TensorCores };
+// SumsOn::Fp32Pipe's stand-in for MmaRowSums: the sums are taken from the floats, nothing is held.
+struct FloatRowSums {};
+
 // How norm_quantize_row schedules its row, where the registers allow more than the least.
 struct QuantizeRowSchedule {
   int loads_ahead = 1;  // chunk i's weight and bias loads wait on chunk i − loads_ahead's y (1 or 2)
   int amax_chains = 1;  // max |y| as this many independent maxima, joined at the end (1 or 2)
   int sum_chains = 1;   // LayerNorm's Σh and Σh² as this many independent sums each (1 or 2)
   Bf16Widen widen = Bf16Widen::Shift;  // of the even bf16 values of x, weight and bias
+  SumsOn sums = SumsOn::Fp32Pipe;
 };
 
 // How a quantizing row's max |y| reaches the tensor's amax (p.amax), and where a PerTensor row
@@ -280,10 +290,16 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   const bool leader = live && slot.t == 0 && slot.begin == 0;
   constexpr bool kQuantizes = std::is_same_v<Out, __nv_fp8_e4m3>;
   static_assert(kQuantizes || std::is_same_v<Out, T>, "e4m3, or y as T");
+  constexpr bool kTensorSums = kSchedule.sums == SumsOn::TensorCores;
+  static_assert(!kTensorSums || (kAccess == Access::Whole && sizeof(T) == 2 && kE == 8),
+                "tensor-core sums: whole chunks of eight 16-bit values");
+  // NOTE: every lane of the warp takes the row (groups are whole warps), as mma.sync needs.
+  [[maybe_unused]] std::conditional_t<kTensorSums, MmaRowSums<T>, FloatRowSums> tensor_sums;
 
   float v[kChunks][kE];
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
+    if constexpr (kTensorSums) tensor_sums.add(h.get(i));
     unpack_floats<T, kE, kSchedule.widen>(h.get(i), v[i]);
     // NOTE: opaque to the compiler, so the packed row dies here: else ptxas kept it and unpacked
     // it again for y (32 instructions per thread and row; LayerNorm → e4m3 +3 % at 1024–12288
@@ -315,17 +331,23 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
       for (int j = 1; j < kSumChains; ++j) dev[0] = SumPairOp{}(dev[0], dev[j]);
       return dev[0];
     };
+    SumPair first_sums;
+    if constexpr (kTensorSums) first_sums = tensor_sums.partial();
+    else first_sums = centred(0.0f);
     const Moments moments = layer_norm_moments(
-        centred(0.0f), centred, [&](auto site, SumPair v) { return allreduce(site, v, SumPairOp{}); }, inv_n,
-        p.layout);
+        first_sums, centred, [&](auto site, SumPair v) { return allreduce(site, v, SumPairOp{}); }, inv_n, p.layout);
     mean = moments.mean;
     variance = moments.variance;
   } else {
     float squares = 0.0f;
+    if constexpr (kTensorSums) {
+      squares = tensor_sums.partial().second;
+    } else {
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i)
+      for (int i = 0; i < kChunks; ++i)
 #pragma unroll
-      for (int e = 0; e < kE; ++e) squares += v[i][e] * v[i][e];
+        for (int e = 0; e < kE; ++e) squares += v[i][e] * v[i][e];
+    }
     variance = allreduce(std::integral_constant<int, 2>{}, squares, SumOp{}) * inv_n;
   }
   const float rstd = rsqrtf(variance + p.eps);
@@ -566,6 +588,9 @@ struct PersistentQuantizeSmem {
   }
 };
 
+// QuantizingRows8's register cap in norm_quantize_persistent_kernel: four warps per scheduler.
+inline constexpr int kEightRegisters = 104;
+
 // Persistent CTAs of row groups (p.layout's rows of whole warps, blockDim.x / threads of them per
 // CTA; sm_90), the weight and bias staged in shared memory once per CTA (kAffine) and each
 // row copied into shared memory by one bulk copy, issued a row ahead by the group's first thread.
@@ -585,9 +610,12 @@ struct PersistentQuantizeSmem {
 // rows).
 // kForms = NormForms::RmsNormUnbiased runs RMSNorm rows without a bias on rms_quantize_packed_row
 // (the row kept as T: fewer registers, so wider groups fit an SM).
+// kSums = SumsOn::TensorCores takes each row's first Σh and Σh² on the tensor cores (MmaRowSums):
+// only the float-affine kernel of eight chunks at kEightRegisters (the others spilled, or lost
+// where their groups are four or more warps: docs/performance.md, session 58).
 template <class Config, Access kAccess>
 inline constexpr int kPersistentQuantizeMaxRegisters =
-    Config::kChunks == QuantizingRows8::kChunks ? 104
+    Config::kChunks == QuantizingRows8::kChunks ? kEightRegisters
                                                 : kQuantizeMaxRegisters + (kAccess == Access::Whole ? 0 : 8);
 // QuantizingRows8 at five warps per scheduler: the 64 values and the addresses fit without spills
 // by 32-bit row indices and BiasPlanes::Fixed (136 bytes spilled without them, ptxas sm_90a).
@@ -629,10 +657,14 @@ inline constexpr std::int64_t kPersistentEightMaxRows = std::int64_t{1} << 31;
 
 template <class T, class Config, Access kAccess, AffineFormat kAffine, RowBuffers kRowBuffers,
           int kMaxRegisters = kPersistentQuantizeMaxRegisters<Config, kAccess>, int kSplitCtas = 1,
-          NormForms kForms = NormForms::Any, class Out = __nv_fp8_e4m3>
+          NormForms kForms = NormForms::Any, class Out = __nv_fp8_e4m3, SumsOn kSums = SumsOn::Fp32Pipe>
 __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
     const NormForwardParams p) {
   static_assert(kForms == NormForms::Any || kAccess == Access::Whole, "packed RMSNorm rows: whole chunks");
+  static_assert(kSums == SumsOn::Fp32Pipe ||
+                    (kAffine == AffineFormat::Float && Config::kChunks == QuantizingRows8::kChunks &&
+                     kMaxRegisters == kEightRegisters && kForms == NormForms::Any),
+                "tensor-core sums: the float-affine kernel of eight chunks at kEightRegisters");
   static_assert(kForms == NormForms::Any || std::is_same_v<Out, __nv_fp8_e4m3>, "packed RMSNorm rows: e4m3");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // First, while nothing else is live: the division's slow path is a call, and placed before the
@@ -750,6 +782,7 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       .amax_chains = kNativeEight && kRoomy ? 2 : 1,
       .sum_chains = kNativeEight && kRoomy ? 2 : 1,
       .widen = kNativeEight ? Bf16Widen::Multiply : Bf16Widen::Shift,
+      .sums = kSums,
   };
   // The rows' max |y| reaches the tensor's amax warp by warp (TensorAmax::Warp) on eight chunks;
   // the four-chunk kernels and the float-affine dense one, at their caps, spilled 4–104 bytes with
