@@ -163,12 +163,26 @@ constexpr ColumnRange kLayerNormFp8OneBuffer{28672, 32768};
 // 16384, 3297 → 3202 at 10240 (a group more per SM there too), and RMSNorm → e4m3 4032 → 3924 at
 // 12288 (three groups against two).
 constexpr ColumnRange kLayerNormFp8EightDense{6144, 6144};
-// Where the float-affine rows of eight chunks take their first Σh and Σh² on the tensor cores
-// (device::SumsOn::TensorCores): groups of one and two warps.
-// NOTE: measured on an H100 launched for 92 of its 132 SMs, the H200's bytes per SM (session 58,
-// bf16, GB/s): LayerNorm → e4m3 +3.5 to +8.5 % at 4096 and +3.2 % at 2048, but −3.9 % at 8192 and
-// −14 % at 10240 (groups of four and five warps), and −0.3 to −1 % at 4096 on all 132.
-constexpr ColumnRange kFp8TensorCoreSums{2048, 4096};
+// Where LayerNorm's float-affine rows of eight chunks take their first Σh and Σh² on the tensor
+// cores (device::SumsOn::TensorCores): groups of two warps, on GPUs whose DRAM feeds each SM
+// fusekit's grids use at least kTensorSumsMinDramPerSm (tensor_sums_pay): there the SMs' issue,
+// not the DRAM, bounds these rows, and the sums take the FP32 pipe ~2 instructions a value fewer.
+// NOTE: measured on an H100 (docs/performance.md, sessions 58 and 60, bf16, GB/s, LayerNorm →
+// e4m3): launched for 92 of its 132 SMs (36 GB/s of peak DRAM an SM, the H200's), per row +8.5 % at
+// 32768×4096 (2633 → 2856; ncu: 53.6 → 48.8 M instructions, 150.6 → 140.6 µs), per tensor +1 %;
+// on all 132 (25 GB/s an SM) −1.0 to −1.3 %; at 2048 columns (one-warp groups) −0.7 to −1.5 % on
+// 92 SMs; −4 to −14 % at 8192–10240 (groups of four and five warps, session 58); −11 % on 7 SMs
+// (session 59). Not measured on an H200.
+constexpr ColumnRange kLayerNormFp8TensorCoreSums{4096, 4096};
+constexpr double kTensorSumsMinDramPerSm = 30e9;  // bytes/s: between the H100's 25 and 36 above
+// Whether the device's peak DRAM bandwidth (its memory clock, double data rate, times its bus
+// width) over the SMs fusekit's grids use (set_sm_limit) reaches kTensorSumsMinDramPerSm.
+bool tensor_sums_pay(const DeviceInfo& device) {
+  constexpr double kTransfersPerClock = 2, kHzPerKhz = 1e3, kBitsPerByte = 8;
+  const double dram_bytes_per_s =
+      kTransfersPerClock * device.memory_clock_khz * kHzPerKhz * device.memory_bus_bits / kBitsPerByte;
+  return dram_bytes_per_s >= kTensorSumsMinDramPerSm * device.sm_count;
+}
 // Where the rows with bf16 weight and bias run at kEightDenseRegisters: two groups of 9–10 warps
 // per SM where 104 registers leave room for one (one row buffer each where two do not fit).
 // NOTE: measured on the H200 (session 27, runs 3–4, bf16, 2^27 elements, GB/s, one group → two):
@@ -574,7 +588,8 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Float,
                                                                            RowBuffers::Two, device::kEightDenseRegisters>,
                                    form.affine, form.buffers);
-            if (kFp8TensorCoreSums.holds(shape.n))
+            if (a.kind == NormKind::LayerNorm && kLayerNormFp8TensorCoreSums.holds(shape.n) &&
+                tensor_sums_pay(current_device_info()))
               return go_persistent(
                   device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Float, RowBuffers::Two,
                                                           device::kEightRegisters, 1, device::NormForms::Any,
