@@ -787,8 +787,7 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   // The rows' max |y| reaches the tensor's amax warp by warp (TensorAmax::Warp) on eight chunks;
   // the four-chunk kernels and the float-affine dense one, at their caps, spilled 4–104 bytes with
   // it (ptxas sm_90a) and take the row's (TensorAmax::Row), as the packed RMSNorm rows do.
-  constexpr TensorAmax kTensorAmax =
-      kEight && (kAffine == AffineFormat::Native || !kDense) ? TensorAmax::Warp : TensorAmax::Row;
+  constexpr TensorAmax kTensorAmax = kEight && kAffine == AffineFormat::Native ? TensorAmax::Warp : TensorAmax::Row;
   int k = 0;
   for (Row row = first; row < rows; row += step, ++k) {
     const int buffer = k % kBuffers;
