@@ -784,9 +784,12 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
       .widen = kNativeEight ? Bf16Widen::Multiply : Bf16Widen::Shift,
       .sums = kSums,
   };
-  // The rows' max |y| reaches the tensor's amax warp by warp (TensorAmax::Warp) on eight chunks;
-  // the four-chunk kernels and the float-affine dense one, at their caps, spilled 4–104 bytes with
-  // it (ptxas sm_90a) and take the row's (TensorAmax::Row), as the packed RMSNorm rows do.
+  // The rows' max |y| reaches the tensor's amax warp by warp (TensorAmax::Warp) on the bf16-affine
+  // eight-chunk kernels; the others take the row's, all-reduced as a per-row scale's is
+  // (TensorAmax::Row), as the packed RMSNorm rows do. NOTE: the four-chunk kernels, at their caps,
+  // spilled 4–104 bytes with Warp (ptxas sm_90a); on the float-affine eight-chunk ones Warp left a
+  // row's two warps nothing to meet at after their sums, and ran the per-tensor rung 6 % slower
+  // than the per-row one at 92 SMs with 6 % fewer instructions (ncu, H100, session 61).
   constexpr TensorAmax kTensorAmax = kEight && kAffine == AffineFormat::Native ? TensorAmax::Warp : TensorAmax::Row;
   int k = 0;
   for (Row row = first; row < rows; row += step, ++k) {
