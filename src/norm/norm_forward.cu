@@ -12,6 +12,7 @@
 #include "../row/row_launch.cuh"
 #include "fusekit/device/norm/norm_forward.cuh"
 #include "fusekit/device/norm/norm_quantize.cuh"
+#include "fusekit/device/norm/norm_quantize_overlapped.cuh"
 #include "fusekit/norm.hpp"
 #include "fusekit/norm_quantize.hpp"
 
@@ -545,7 +546,11 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                                                                         RowBuffers::Two, kNative, kPairCtas>);
               }
               // Slices (sliced_rows, long_sliced_rows: one row buffer each).
+              // LayerNorm's slices with a scale per row: the cluster all-reduces overlapped
+              // (device/norm/norm_quantize_overlapped.cuh). (Experiment, session 62.)
               const auto go_slices = [&](auto ctas) {
+                if (job.quant == QuantScale::PerRow && sliced_rows(job, shape.n))
+                  return go_split(device::norm_quantize_overlapped_kernel<T, decltype(ctas)::value>);
                 return go_split(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                         RowBuffers::One, kNative, decltype(ctas)::value>);
               };

@@ -174,6 +174,14 @@ struct ClusterAllReduce {
   // The ⊕ over the cluster of every CTA's `total` (the same in each of its threads) at `slot`.
   template <class V, class Op>
   __device__ V allreduce(int slot, V total, Op op, int rank, int cluster, std::uint32_t& phases) {
+    push(slot, total, rank, cluster);
+    return wait<V>(slot, op, cluster, phases);
+  }
+
+  // allreduce in two halves, so a CTA may work between them: push sends this CTA's `total` to
+  // every peer's `slot`, wait returns the ⊕ of every rank's push there.
+  template <class V>
+  __device__ void push(int slot, V total, int rank, int cluster) {
     static_assert(sizeof(V) % sizeof(std::uint32_t) == 0 && sizeof(V) <= kWords * sizeof(std::uint32_t),
                   "pushed as up to kWords 32-bit words");
     constexpr int kValueWords = sizeof(V) / sizeof(std::uint32_t);
@@ -189,6 +197,9 @@ struct ClusterAllReduce {
                                   static_cast<std::uint32_t>(thread));
     }
     if (thread == 0) Barrier::arrive_and_expect_tx(&pushed[slot], static_cast<std::uint32_t>(cluster * sizeof(V)));
+  }
+  template <class V, class Op>
+  __device__ V wait(int slot, Op op, int cluster, std::uint32_t& phases) {
     Barrier::wait(&pushed[slot], (phases >> slot) & 1u);
     phases ^= 1u << slot;
     const auto value = [&](int r) {
