@@ -546,8 +546,8 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                                                                         RowBuffers::Two, kNative, kPairCtas>);
               }
               // Slices (sliced_rows, long_sliced_rows: one row buffer each).
-              // LayerNorm's slices with a scale per row: the cluster all-reduces overlapped
-              // (device/norm/norm_quantize_overlapped.cuh). (Experiment, session 62.)
+              // LayerNorm's slices with a scale per row overlap their two cluster all-reduces
+              // with the neighbouring rows' work (device/norm/norm_quantize_overlapped.cuh).
               const auto go_slices = [&](auto ctas) {
                 if (job.quant == QuantScale::PerRow && sliced_rows(job, shape.n))
                   return go_split(device::norm_quantize_overlapped_kernel<T, decltype(ctas)::value>);

@@ -273,6 +273,35 @@ __device__ __forceinline__ float row_factor(const NormForwardParams& p, float am
   }
 }
 
+// The shift of y = (h·rstd + shift)·w + b (AffineForm::Folded) over a row's floats v: −mean·rstd,
+// or 0 with v centred in place where |mean·rstd| exceeds kFoldedShiftMax, so the affine loop is
+// compiled once per combination of terms.
+template <int kChunks, int kE>
+__device__ __forceinline__ float folded_shift(float (&v)[kChunks][kE], float mean, float rstd) {
+  float shift = -mean * rstd;
+  if (fabsf(shift) > kFoldedShiftMax) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i)
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v[i][e] -= mean;
+    shift = 0.0f;
+  }
+  return shift;
+}
+
+// f(AffineTerms<…>{}) for the launch's weight and bias, as AffineForm::Folded takes them (it reads
+// no kCentred: the shift carries the mean).
+template <class F>
+__device__ __forceinline__ void with_folded_terms(const NormForwardParams& p, F&& f) {
+  if (p.weight != nullptr) {
+    if (p.bias != nullptr) f(AffineTerms<true, true, true>{});
+    else f(AffineTerms<true, false, true>{});
+  } else {
+    if (p.bias != nullptr) f(AffineTerms<false, true, true>{});
+    else f(AffineTerms<false, false, true>{});
+  }
+}
+
 // One quantizing row, `row` (live: row < rows), of which this thread holds `slot`'s chunks `h`
 // (chunks past the row read as 0, so they add nothing to Σh and Σh²); `allreduce(site, v, op)`
 // reduces v over the row's threads at call site `site` (0 … 3).
@@ -357,16 +386,8 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
   }
 
   // y in place, and max |y| over the thread's chunks in the row, as (h·rstd + shift)·w + b
-  // (AffineForm::Folded) for every row: a LayerNorm row whose |mean·rstd| exceeds kFoldedShiftMax
-  // is centred in place first (shift 0), so the loop is compiled once per combination of terms.
-  float shift = -mean * rstd;
-  if (fabsf(shift) > kFoldedShiftMax) {
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i)
-#pragma unroll
-      for (int e = 0; e < kE; ++e) v[i][e] -= mean;
-    shift = 0.0f;
-  }
+  // (AffineForm::Folded) for every row.
+  const float shift = folded_shift(v, mean, rstd);
   constexpr int kLoadsAhead = kSchedule.loads_ahead;
   constexpr int kAmaxChains = kSchedule.amax_chains;
   static_assert(kLoadsAhead == 1 || kLoadsAhead == 2, "a chain on the last chunk's y or the one before");
@@ -411,14 +432,7 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
           partial_amax[e % kAmaxChains] = amax_step(partial_amax[e % kAmaxChains], v[i][e]);
     }
   };
-  // NOTE: AffineForm::Folded reads no kCentred: the shift carries the mean.
-  if (p.weight != nullptr) {
-    if (p.bias != nullptr) affine_all(AffineTerms<true, true, true>{});
-    else affine_all(AffineTerms<true, false, true>{});
-  } else {
-    if (p.bias != nullptr) affine_all(AffineTerms<false, true, true>{});
-    else affine_all(AffineTerms<false, false, true>{});
-  }
+  with_folded_terms(p, affine_all);
   float inv_scale = 1.0f;
   if constexpr (kQuantizes) {
     float amax = partial_amax[0];
@@ -789,7 +803,9 @@ __global__ void __maxnreg__(kMaxRegisters) norm_quantize_persistent_kernel(
   // (TensorAmax::Row), as the packed RMSNorm rows do. NOTE: the four-chunk kernels, at their caps,
   // spilled 4–104 bytes with Warp (ptxas sm_90a); on the float-affine eight-chunk ones Warp left a
   // row's two warps nothing to meet at after their sums, and ran the per-tensor rung 6 % slower
-  // than the per-row one at 92 SMs with 6 % fewer instructions (ncu, H100, session 61).
+  // than the per-row one at 92 SMs with 6 % fewer instructions (ncu, H100, session 61). With Row
+  // (H100, session 62, LayerNorm → e4m3 32768×4096 bf16, GB/s): per tensor 2695 → 2914 at 92 SMs,
+  // 2992 → 2985 at 132; per row 2854 → 2889 and 2978 → 2982.
   constexpr TensorAmax kTensorAmax = kEight && kAffine == AffineFormat::Native ? TensorAmax::Warp : TensorAmax::Row;
   int k = 0;
   for (Row row = first; row < rows; row += step, ++k) {
