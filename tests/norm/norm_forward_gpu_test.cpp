@@ -497,8 +497,9 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
 // LayerNorm's of 28672–32768 with one row buffer per group (RowBuffers::One); bf16 LayerNorm
 // rows of 36864 columns and RMSNorm's of 36864 and 40960 on one CTA of 18 and 20 warps (one row
 // buffer); LayerNorm's of 40960–65536 columns split over clusters of five to eight CTAs of four
-// warps (slices, one row buffer each; with a scale per row, their all-reduces overlapped), LayerNorm's of 45056 and 61440 and RMSNorm's of 65536 over
-// clusters of two CTAs (halves of 11, 15 and 16 warps; LayerNorm's of 61440 with one row buffer),
+// warps (slices, one row buffer each; with a scale per row, their all-reduces overlapped),
+// LayerNorm's of 45056 and 61440 and RMSNorm's of 65536 over clusters of two CTAs (halves of 11,
+// 15 and 16 warps; LayerNorm's of 61440 with one row buffer),
 // LayerNorm's and RMSNorm's of 131072 and 262144 over clusters of eight CTAs of 8 and 16 warps;
 // RMSNorm's without a bias of 22528–28672 columns (two groups per SM) and of 49152 and 57344 (one
 // CTA of 24 and 28 warps) keep their rows packed (NormForms::RmsNormUnbiased, at 72 registers);
