@@ -43,7 +43,7 @@ constexpr std::string_view dtype_name(DType t) {
 }
 
 constexpr bool is_fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
-constexpr bool is_float(DType t) { return t != DType::U8; }
+constexpr bool is_float(DType t) { return dtype_size(t) != 0 && t != DType::U8; }  // a DType value, not raw bytes
 
 // Parses "f32", "fp32", "float32", "f16", "fp16", "half", "bf16", "e4m3", "fp8", "e5m2", "u8".
 // Throws fusekit::Error naming `arg` when the name is unknown.

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "fusekit/dtype.hpp"
 
@@ -66,12 +67,19 @@ void aligned(std::string_view arg, const TensorView& t, std::size_t bytes);
 // NOTE: spans, not elements: two views interleaving rows of one buffer are rejected too.
 void disjoint(std::string_view arg, const TensorView& t, std::string_view other_arg,
               const TensorView& other, InPlace in_place);
+// An argument's name and its view, for the checks across an op's arguments.
+using NamedView = std::pair<std::string_view, const TensorView*>;
+// disjoint(arg, t, …, InPlace::Forbidden) against each of `others`: an output that may share no
+// byte with any of them.
+void disjoint_from_each(std::string_view arg, const TensorView& t, std::initializer_list<NamedView> others);
+// The view of the one f32 a raw pointer argument passes (a scale, an amax); empty where it is null.
+TensorView scalar_view(const float* data);
 // The pointer is device memory usable by the current device.
 void on_current_device(std::string_view arg, const void* data);
 void on_current_device(std::string_view arg, const TensorView& t);
 
-// Non-null, aligned to its element, non-negative shape, inner-contiguous: everything checkable
-// without a device.
+// Non-null, aligned to its element, non-negative shape, inner-contiguous, a span of bytes that
+// fits in 63 bits: everything checkable without a device.
 void structure(std::string_view arg, const TensorView& t);
 // The common bundle: structure(), then on_current_device().
 void device_tensor(std::string_view arg, const TensorView& t);

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fusekit/buffer.hpp"
 
@@ -32,10 +33,16 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 DeviceTensor::DeviceTensor(DType dtype, std::initializer_list<std::int64_t> shape) {
+  // Checked before the view's strides are multiplied out.
+  auto bytes = static_cast<std::int64_t>(dtype_size(dtype));
+  int d = 0;
+  for (const std::int64_t extent : shape) {
+    require(extent >= 0, fmt::format("shape[{}]", d++), ">= 0", extent);
+    require(!__builtin_mul_overflow(bytes, extent, &bytes), "shape", "at most 2^63 - 1 bytes in all",
+            fmt::format("[{}] of {}", fmt::join(shape, ", "), dtype_name(dtype)));
+  }
   view_ = TensorView::contiguous(nullptr, dtype, shape);
-  for (int d = 0; d < view_.rank; ++d)
-    require(view_.shape[d] >= 0, fmt::format("shape[{}]", d), ">= 0", view_.shape[d]);
-  buffer_ = DeviceBuffer(static_cast<std::size_t>(view_.numel()) * dtype_size(dtype));
+  buffer_ = DeviceBuffer(static_cast<std::size_t>(bytes));
   view_.data = buffer_.data();
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -155,7 +156,11 @@ void inner_contiguous(std::string_view arg, const TensorView& t) {
     if (t.shape[d] > 1)
       require(t.strides[d] >= extent, fmt::format("{} stride[{}]", arg, d),
               fmt::format(">= {} (no overlapping rows)", extent), t.strides[d]);
-    extent = std::max(extent, t.strides[d] * (t.shape[d] - 1) + extent);
+    // Saturated: a view past 64 bits is refused by structure()'s span check.
+    std::int64_t reach = 0;
+    if (__builtin_mul_overflow(t.strides[d], t.shape[d] - 1, &reach) || __builtin_add_overflow(reach, extent, &reach))
+      reach = INT64_MAX;
+    extent = std::max(extent, reach);
   }
 }
 
@@ -190,6 +195,16 @@ void disjoint(std::string_view arg, const TensorView& t, std::string_view other_
           fmt::format("{} at {:#x} overlapping {} at {:#x}", t.describe(), begin, other.describe(), other_begin));
 }
 
+void disjoint_from_each(std::string_view arg, const TensorView& t, std::initializer_list<NamedView> others) {
+  for (const auto& [other_arg, other] : others) disjoint(arg, t, other_arg, *other, InPlace::Forbidden);
+}
+
+TensorView scalar_view(const float* data) {
+  if (data == nullptr) return {};
+  // The view is only compared (disjoint) and described; nothing writes through it.
+  return TensorView::contiguous(const_cast<float*>(data), DType::F32, {1});
+}
+
 void on_current_device(std::string_view arg, const TensorView& t) { on_current_device(arg, t.data); }
 
 void on_current_device(std::string_view arg, const void* data) {
@@ -197,6 +212,8 @@ void on_current_device(std::string_view arg, const void* data) {
   cudaError_t st = cudaPointerGetAttributes(&attr, data);
   if (st != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error state for the caller
+    // No device, or no driver for one, is not the argument's fault: ErrorKind::NoDevice.
+    if (st == cudaErrorNoDevice || st == cudaErrorInsufficientDriver) check_cuda(st, fmt::format("{} pointer", arg));
     throw_invalid(fmt::format("{} pointer", arg), "device memory",
                   fmt::format("a pointer CUDA does not know ({})", cudaGetErrorString(st)));
   }
@@ -219,6 +236,19 @@ void structure(std::string_view arg, const TensorView& t) {
           fmt::format("{:#x}", addr));
   for (int d = 0; d < t.rank; ++d)
     require(t.shape[d] >= 0, fmt::format("{} shape[{}]", arg, d), ">= 0", t.shape[d]);
+  // Every later check (spans, overlaps) and every kernel's offsets compute in 64 bits.
+  std::int64_t reach = 0;
+  bool fits = true;
+  for (int d = 0; d < t.rank && fits; ++d) {
+    std::int64_t step = 0;
+    if (t.shape[d] > 0) fits = !__builtin_mul_overflow(t.shape[d] - 1, t.strides[d], &step);
+    fits = fits && step != INT64_MIN && !__builtin_add_overflow(reach, step < 0 ? -step : step, &reach);
+  }
+  std::int64_t bytes = 0;
+  fits = fits && !__builtin_add_overflow(reach, 1, &reach) &&
+         !__builtin_mul_overflow(reach, static_cast<std::int64_t>(t.element_size()), &bytes);
+  require(fits, fmt::format("{} span", arg), "at most 2^63 - 1 bytes from its first element to its last",
+          t.describe());
   inner_contiguous(arg, t);
 }
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+
 #include "fusekit/dtype.hpp"
 #include "fusekit/error.hpp"
 #include "support/fake_pointer.hpp"
@@ -101,6 +104,42 @@ TEST(TensorChecks, DisjointAllowsOnlyIdenticalViewsInPlace) {
   EXPECT_NO_THROW(check::disjoint("y", TensorView::matrix(base, DType::BF16, 0, 4, 4), "x", x, InPlace::Forbidden));
   auto reversed = TensorView::matrix(base + 8, DType::BF16, 2, 4, -4);  // rows at base + 8 and base
   EXPECT_THROW(check::disjoint("y", reversed, "x", x, InPlace::Forbidden), Error);
+}
+
+// An output checked against several arguments: the first it overlaps is named.
+TEST(TensorChecks, DisjointFromEachNamesTheOverlappedArgument) {
+  using testing::fake_address;
+  const auto y = TensorView::contiguous(fake_address(0), DType::F32, {4, 4});
+  const auto apart = TensorView::contiguous(fake_address(1), DType::F32, {4});
+  const auto inside = TensorView::contiguous(fake_address(0, 60), DType::F32, {1});  // y's last element
+  const TensorView none;
+  EXPECT_NO_THROW(check::disjoint_from_each("y", y, {{"bias", &apart}, {"scale", &none}}));
+  try {
+    check::disjoint_from_each("y", y, {{"bias", &apart}, {"scale", &inside}});
+    FAIL() << "expected an overlap error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("y: expected memory disjoint from scale"), std::string::npos) << e.what();
+  }
+  // A raw scale pointer is one f32 there, a null one nothing.
+  float value = 0;
+  const TensorView scalar = check::scalar_view(&value);
+  EXPECT_EQ(scalar.numel(), 1);
+  EXPECT_EQ(scalar.span_bytes(), sizeof(float));
+  EXPECT_TRUE(check::scalar_view(nullptr).empty());
+}
+
+// A view whose last element lies past 2^63 bytes from its first has no span to compare or index.
+TEST(TensorChecks, RejectsAViewWhoseSpanOverflows) {
+  constexpr std::int64_t kHuge = std::int64_t{1} << 40;
+  const auto ok = TensorView::matrix(fake_pointer(), DType::BF16, 4, 8, kHuge);
+  EXPECT_NO_THROW(check::structure("x", ok));
+  const auto huge = TensorView::matrix(fake_pointer(), DType::BF16, kHuge, 8, kHuge);
+  try {
+    check::structure("x", huge);
+    FAIL() << "expected a span error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x span: expected at most 2^63 - 1 bytes"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DType, ParseAcceptsAliasesAndNamesBadInput) {
