@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdint>
 #include <iterator>
 #include <optional>
 #include <unordered_map>
@@ -89,6 +90,22 @@ std::int64_t cols_of(const TensorView& t) { return t.size(-1); }
 std::int64_t batch_of(const TensorView& t) { return t.rank == 3 ? t.shape[0] : 1; }
 std::int64_t batch_stride_of(const TensorView& t) { return t.rank == 3 ? t.strides[0] : 0; }
 
+// The leading dimension cuBLASLt is given for a matrix: its row stride, or, for a single row
+// (whose stride addresses nothing and may be anything a view carries, 0 included), the least
+// cuBLASLt accepts, `min_ld` (a row's elements, rounded up to its ld multiple where it has one).
+std::int64_t leading_dimension(const TensorView& t, std::int64_t min_ld) {
+  return rows_of(t) > 1 ? t.stride(-2) : std::max(t.stride(-2), min_ld);
+}
+std::int64_t leading_dimension(const TensorView& t) { return leading_dimension(t, cols_of(t)); }
+
+// The aux's leading dimension in its own elements (bytes for a ReLU mask).
+std::int64_t aux_leading_dimension(const GemmArgs& g, std::int64_t n) {
+  const AuxRole ar = aux_role(g.epilogue);
+  const bool mask = ar == AuxRole::ReluMaskInput || ar == AuxRole::ReluMaskOutput;
+  return leading_dimension(g.aux, mask ? relu_mask_row_bytes(n)
+                                       : (n + kPreactAuxLdMultiple - 1) / kPreactAuxLdMultiple * kPreactAuxLdMultiple);
+}
+
 void check_matrix(std::string_view arg, const TensorView& t) {
   check::structure(arg, t);
   require(t.rank == 2 || t.rank == 3, fmt::format("{} rank", arg), "2 (matrix) or 3 (batch of matrices)",
@@ -149,6 +166,7 @@ Shape validate(const GemmArgs& g) {
   require(m > 0 && n > 0 && k > 0, "M, N, K", "all positive", fmt::format("{}, {}, {}", m, n, k));
   const std::int64_t batch = batch_of(g.d);
   require(batch >= 1, "d batch", ">= 1", batch);
+  require(batch <= INT32_MAX, "d batch", "at most 2^31 - 1 (cuBLASLt's batch count is 32-bit)", batch);
   require(g.a.rank == g.d.rank && g.b.rank == g.d.rank, "a/b rank", fmt::format("{} (the rank of d)", g.d.rank),
           fmt::format("{}/{}", g.a.rank, g.b.rank));
   require(batch_of(g.a) == batch && batch_of(g.b) == batch, "a/b batch", batch,
@@ -200,13 +218,13 @@ Shape validate(const GemmArgs& g) {
       require(rows_of(g.aux) == m && cols_of(g.aux) >= relu_mask_row_bytes(n), "aux shape",
               fmt::format("[{}, >= {}] (a ReLU bit mask, relu_mask_row_bytes(N))", m, relu_mask_row_bytes(n)),
               fmt::format("[{}, {}]", rows_of(g.aux), cols_of(g.aux)));
-      require(g.aux.stride(-2) * kBitsPerByte % kReluMaskLdMultipleBits == 0, "aux row stride",
+      require(aux_leading_dimension(g, n) * kBitsPerByte % kReluMaskLdMultipleBits == 0, "aux row stride",
               "a multiple of 16 bytes", g.aux.stride(-2));
     } else {
       require(rows_of(g.aux) == m && cols_of(g.aux) == n, "aux shape", fmt::format("[{}, {}]", m, n),
               fmt::format("[{}, {}]", rows_of(g.aux), cols_of(g.aux)));
       require(g.aux.dtype == g.d.dtype, "aux dtype", dtype_name(g.d.dtype), dtype_name(g.aux.dtype));
-      require(g.aux.stride(-2) % kPreactAuxLdMultiple == 0, "aux row stride", "a multiple of 8 elements",
+      require(aux_leading_dimension(g, n) % kPreactAuxLdMultiple == 0, "aux row stride", "a multiple of 8 elements",
               g.aux.stride(-2));
     }
     if (batch > 1)
@@ -221,6 +239,24 @@ Shape validate(const GemmArgs& g) {
   check::disjoint("d", g.d, "b", g.b, check::InPlace::Forbidden);
   check::disjoint("d", g.d, "c", g.c, check::InPlace::Allowed);
   check::disjoint("aux", g.aux, "d", g.d, check::InPlace::Forbidden);
+  // Every other pair with an output shares no byte either: a bias gradient, an aux output and
+  // the amax are written while the operands are read, and d is written while the bias is.
+  const TensorView a_scale = check::scalar_view(g.fp8.a_scale), b_scale = check::scalar_view(g.fp8.b_scale);
+  const TensorView d_scale = check::scalar_view(g.fp8.d_scale), amax_d = check::scalar_view(g.fp8.amax_d);
+  const std::initializer_list<check::NamedView> scales{
+      {"fp8.a_scale", &a_scale}, {"fp8.b_scale", &b_scale}, {"fp8.d_scale", &d_scale}};
+  const TensorView none;
+  const TensorView* const aux_out =
+      ar == AuxRole::ReluMaskOutput || ar == AuxRole::PreactOutput ? &g.aux : &none;
+  const TensorView* const bias_out = br == BiasRole::GradOutput ? &g.bias : &none;
+  for (const auto& [arg, out] : {check::NamedView{"d", &g.d}, check::NamedView{"aux", aux_out},
+                                 check::NamedView{"bias", bias_out}, check::NamedView{"fp8.amax_d", &amax_d}}) {
+    check::disjoint_from_each(arg, *out, scales);
+    if (out != &g.d) check::disjoint_from_each(arg, *out, {{"a", &g.a}, {"b", &g.b}, {"c", &g.c}, {"d", &g.d}});
+  }
+  check::disjoint("d", g.d, "bias", g.bias, check::InPlace::Forbidden);
+  check::disjoint_from_each("aux", *aux_out, {{"bias", &g.bias}, {"fp8.amax_d", &amax_d}});
+  check::disjoint_from_each("bias", *bias_out, {{"aux", &g.aux}, {"fp8.amax_d", &amax_d}});
   // Last, the checks that ask the driver: every pointer is device memory of this device.
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"c", &g.c}, {"d", &g.d}, {"bias", &g.bias},
                          {"aux", &g.aux}})
@@ -235,7 +271,7 @@ Shape validate(const GemmArgs& g) {
 
 // Everything that selects a cuBLASLt algorithm; pointers enter only through their alignment.
 struct PlanKey {
-  std::array<std::int64_t, 24> v{};
+  std::array<std::int64_t, 25> v{};
   bool operator==(const PlanKey&) const = default;
 };
 struct PlanKeyHash {
@@ -249,14 +285,15 @@ struct PlanKeyHash {
 PlanKey make_key(const GemmArgs& g, const Shape& s) {
   PlanKey key;
   int i = 0;
-  auto put = [&](std::int64_t x) { key.v[static_cast<std::size_t>(i++)] = x; };
+  auto put = [&](std::int64_t x) { key.v.at(static_cast<std::size_t>(i++)) = x; };
   put(s.batch); put(s.m); put(s.n); put(s.k);
   put(static_cast<int>(g.a.dtype)); put(static_cast<int>(g.b.dtype));
   put(static_cast<int>(g.d.dtype)); put(g.c.empty() ? -1 : static_cast<int>(g.c.dtype));
   put(static_cast<int>(g.epilogue)); put(static_cast<int>(g.trans_a)); put(static_cast<int>(g.trans_b));
-  put(g.a.stride(-2)); put(g.b.stride(-2)); put(g.d.stride(-2)); put(g.c.empty() ? 0 : g.c.stride(-2));
+  put(leading_dimension(g.a)); put(leading_dimension(g.b)); put(leading_dimension(g.d));
+  put(g.c.empty() ? 0 : leading_dimension(g.c));
   put(batch_stride_of(g.a) | (batch_stride_of(g.b) << 32)); put(batch_stride_of(g.d));
-  put(g.aux.empty() ? 0 : g.aux.stride(-2)); put(g.bias.empty() ? -1 : static_cast<int>(g.bias.dtype));
+  put(g.aux.empty() ? 0 : aux_leading_dimension(g, s.n)); put(g.bias.empty() ? -1 : static_cast<int>(g.bias.dtype));
   put(static_cast<std::int64_t>(alignment_of(g.a) | alignment_of(g.b) << 8 | alignment_of(g.c) << 16 |
                                 alignment_of(g.d) << 24));
   put((g.beta != 0.0f) | (g.fp8.a_scale != nullptr) << 1 | (g.fp8.b_scale != nullptr) << 2 |
@@ -264,6 +301,7 @@ PlanKey make_key(const GemmArgs& g, const Shape& s) {
   put(g.aux.empty() ? 0 : batch_stride_of(g.aux));
   put(g.bias.rank == 2 ? g.bias.strides[0] : 0);
   put(g.c.empty() ? 0 : batch_stride_of(g.c));
+  put(static_cast<std::int64_t>(alignment_of(g.bias) | alignment_of(g.aux) << 8));
   return key;
 }
 
@@ -324,7 +362,7 @@ struct GemmHandle::Impl {
       const bool mask = ar == AuxRole::ReluMaskInput || ar == AuxRole::ReluMaskOutput;
       // NOTE: the ReLU mask's leading dimension and batch stride are counted in bits.
       const std::int64_t unit = mask ? kBitsPerByte : 1;
-      const std::int64_t ld = g.aux.stride(-2) * unit;
+      const std::int64_t ld = aux_leading_dimension(g, s.n) * unit;
       const std::int64_t bstride = batch_stride_of(g.aux) * unit;
       set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ld, "EPILOGUE_AUX_LD");
       set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, bstride, "EPILOGUE_AUX_BATCH_STRIDE");
@@ -332,7 +370,7 @@ struct GemmHandle::Impl {
     // Stored row-major [r, c] with row stride ld == column-major [c, r] with the same ld.
     auto make_layout = [&](Layout& l, const TensorView& t, cudaDataType_t type, const char* what) {
       check_cublas(cublasLtMatrixLayoutCreate(&l.h, type, static_cast<std::uint64_t>(cols_of(t)),
-                                              static_cast<std::uint64_t>(rows_of(t)), t.stride(-2)),
+                                              static_cast<std::uint64_t>(rows_of(t)), leading_dimension(t)),
                    what);
       if (s.batch > 1) {
         const std::int32_t count = static_cast<std::int32_t>(s.batch);
@@ -356,6 +394,9 @@ struct GemmHandle::Impl {
       // the values are re-set per call.
       set_fp8_pointers(*p, g);
     }
+    // The heuristic reads the bias and aux pointers' alignment from their values (cublasLt.h),
+    // which the plan key holds; the pointers themselves are re-set per call.
+    set_vector_pointers(*p, g);
 
     cublasLtMatmulPreference_t pref = nullptr;
     check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -387,6 +428,11 @@ struct GemmHandle::Impl {
     return p;
   }
 
+  static void set_vector_pointers(Plan& p, const GemmArgs& g) {
+    if (!g.bias.empty()) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias.data, "BIAS_POINTER");
+    if (!g.aux.empty()) set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux.data, "AUX_POINTER");
+  }
+
   // NOTE: only non-null pointers are set: cuBLASLt rejects a matmul whose descriptor names a
   // D scale or amax it cannot apply (e.g. a D scale for a bf16 D), even when the pointer is null.
   // Which pointers are set is part of the plan key, so a cached plan never has a stale one.
@@ -416,8 +462,7 @@ void gemm(GemmHandle& handle, const GemmArgs& g, cudaStream_t stream) {
   if (!hit) it = h.plans.emplace(key, h.build(g, s)).first;
   Plan& p = *it->second;
 
-  if (!g.bias.empty()) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias.data, "BIAS_POINTER");
-  if (!g.aux.empty()) set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux.data, "AUX_POINTER");
+  GemmHandle::Impl::set_vector_pointers(p, g);
   if (is_fp8(g.a.dtype)) GemmHandle::Impl::set_fp8_pointers(p, g);
 
   // NOTE: C may alias D only with D's layout; an fp8 D has a 16-bit C layout, so without a C

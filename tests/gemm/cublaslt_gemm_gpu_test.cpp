@@ -253,7 +253,9 @@ TEST(GemmGpu, StridedBatchesWithBatchedBiasAndAux) {
 TEST(GemmGpu, Fp8WithScalesAndAmax) {
   FUSEKIT_REQUIRE_GPU();
   const auto info = current_device_info();
-  if (info.cc_major < 9) GTEST_SKIP() << "fp8 GEMM needs sm_89 or newer; this is sm_" << info.cc_major << info.cc_minor;
+  constexpr int kFp8MinMajor = 8, kFp8MinMinor = 9;
+  if (info.cc_major < kFp8MinMajor || (info.cc_major == kFp8MinMajor && info.cc_minor < kFp8MinMinor))
+    GTEST_SKIP() << "fp8 GEMM needs sm_89 or newer; this is sm_" << info.cc_major << info.cc_minor;
   GemmHandle handle;
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
@@ -308,6 +310,47 @@ TEST(GemmGpu, Fp8WithScalesAndAmax) {
     ADD_FAILURE() << "expected an error for a misaligned scale";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("fp8.a_scale address"), std::string::npos) << e.what();
+  }
+}
+
+// The plan follows the bias's alignment (cuBLASLt's heuristic reads it from the pointer): a bias
+// one element past a 16-byte boundary; and a single row whose views carry a row stride of 0,
+// which addresses nothing (cuBLASLt is given the least leading dimension instead).
+TEST(GemmGpu, BiasAtAnElementOffsetAndASingleRowOfAnyStride) {
+  FUSEKIT_REQUIRE_GPU();
+  GemmHandle handle;
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  for (const std::int64_t m : {std::int64_t{200}, std::int64_t{1}}) {
+    constexpr std::int64_t n = 136, k = 72;
+    SCOPED_TRACE(::testing::Message() << "M=" << m);
+    DeviceTensor a_storage(DType::BF16, {m, k}), b(DType::BF16, {n, k}), d_storage(DType::BF16, {m, n});
+    DeviceTensor bias_storage(DType::BF16, {n + 1});
+    const std::int64_t row_stride = m == 1 ? 0 : -1;  // -1: packed rows
+    const TensorView a = TensorView::matrix(a_storage.data(), DType::BF16, m, k, row_stride < 0 ? k : row_stride);
+    const TensorView d = TensorView::matrix(d_storage.data(), DType::BF16, m, n, row_stride < 0 ? n : row_stride);
+    const TensorView bias =
+        TensorView::contiguous(static_cast<std::uint16_t*>(bias_storage.data()) + 1, DType::BF16, {n});
+    fill_uniform(a, seed, -1.0f, 1.0f);
+    fill_uniform(b, seed + 1, -0.25f, 0.25f);
+    fill_uniform(bias, seed + 2, -1.0f, 1.0f);
+    poison(d);
+    GemmArgs g;
+    g.a = a;
+    g.b = b;
+    g.d = d;
+    g.trans_b = Transpose::Yes;
+    g.epilogue = Epilogue::GeluBias;
+    g.bias = bias;
+    gemm(handle, g);
+    check_cuda(cudaDeviceSynchronize(), "gemm");
+    reference::GemmProblem p;
+    p.a = to_matrix(a);
+    p.b = to_matrix(b);
+    p.trans_b = Transpose::Yes;
+    p.epilogue = Epilogue::GeluBias;
+    p.bias = download(bias);
+    EXPECT_LE(rel_l2(download(d), reference::gemm(p).d.data), tolerance(DType::BF16));
   }
 }
 
