@@ -89,8 +89,9 @@ struct EpilogueTensors {
 };
 
 // Checks the chain (at most one gated node, one quantize which must be last, one aux store,
-// block widths dividing N) and that every tensor a node needs is present with the right shape
-// for an M×N accumulator. Throws fusekit::Error(InvalidArgument) naming what is wrong.
+// block widths dividing N), that every tensor a node needs is present with the right shape
+// for an M×N accumulator, and that the aux and amax outputs share no memory with the other
+// tensors. Throws fusekit::Error(InvalidArgument) naming what is wrong.
 void validate(const EpilogueSpec& spec, const EpilogueTensors& tensors, std::int64_t m, std::int64_t n);
 
 // Columns of the output after the chain: n, or n/2 after a gated node.

@@ -37,7 +37,8 @@ struct NormForwardArgs {
 void norm_forward(const NormForwardArgs& args, cudaStream_t stream = nullptr);
 
 // The pre-norm transformer block's entry: h = x + residual; residual_out = h; y = norm(h)·w + b.
-// residual_out may alias residual or x (in place); norm.y must not alias residual_out.
+// residual_out may alias residual or x (in place) and norm.y may alias x; no other two arguments
+// may share memory (each is rejected by name).
 struct AddNormForwardArgs {
   NormForwardArgs norm;     // norm.x is the sublayer output added to the residual stream
   TensorView residual;      // x's shape and dtype

@@ -166,6 +166,17 @@ Checked check_arguments(const AttentionForwardArgs& a) {
   check::disjoint("o", a.o, "v", a.v, check::InPlace::Forbidden);
   check::disjoint("o", a.o, "q", a.q, check::InPlace::Allowed);
   check::disjoint("lse", a.lse, "o", a.o, check::InPlace::Forbidden);
+  check::disjoint_from_each("lse", a.lse, {{"q", &a.q}, {"k", &a.k}, {"v", &a.v}});
+  if (varlen) {
+    // The offsets are read by every CTA, as bytes here: only where they lie matters.
+    const auto offsets_bytes = static_cast<std::int64_t>((c.sequences + 1) * sizeof(std::int32_t));
+    const TensorView cu_q = TensorView::contiguous(const_cast<std::int32_t*>(a.varlen->cu_seqlens_q), DType::U8,
+                                                   {offsets_bytes});
+    const TensorView cu_k = TensorView::contiguous(const_cast<std::int32_t*>(a.varlen->cu_seqlens_k), DType::U8,
+                                                   {offsets_bytes});
+    for (const auto& [arg, out] : {check::NamedView{"o", &a.o}, check::NamedView{"lse", &a.lse}})
+      check::disjoint_from_each(arg, *out, {{"varlen.cu_seqlens_q", &cu_q}, {"varlen.cu_seqlens_k", &cu_k}});
+  }
   c.q = q;
   c.k = k;
   return c;

@@ -136,6 +136,7 @@ bool EpilogueSpec::uniform() const {
 std::int64_t epilogue_output_columns(const EpilogueSpec& spec, std::int64_t n) { return spec.gated() ? n / 2 : n; }
 
 void validate(const EpilogueSpec& spec, const EpilogueTensors& t, std::int64_t m, std::int64_t n) {
+  require(m >= 0 && n >= 0, "M, N", "both >= 0", fmt::format("{}, {}", m, n));
   int gates = 0, aux_stores = 0;
   std::int64_t cols = n;  // columns at the current point of the chain
   for (std::size_t i = 0; i < spec.nodes.size(); ++i) {
@@ -202,6 +203,15 @@ void validate(const EpilogueSpec& spec, const EpilogueTensors& t, std::int64_t m
   }
   require(gates <= 1, "epilogue", "at most one gated node (swiglu/geglu)", gates);
   require(aux_stores <= 1, "epilogue", "at most one store_aux node", aux_stores);
+  // The chain's own outputs share no byte with its inputs or each other: other tiles' threads
+  // still read those while these are written.
+  const TensorView quant_scale = check::scalar_view(t.quant_scale), amax = check::scalar_view(t.amax);
+  for (const auto& [arg, out] : {check::NamedView{"epilogue aux", &t.aux}, check::NamedView{"epilogue amax", &amax}})
+    check::disjoint_from_each(arg, *out,
+                              {{"epilogue source", &t.source}, {"epilogue bias", &t.bias},
+                               {"epilogue row_scale", &t.row_scale}, {"epilogue col_scale", &t.col_scale},
+                               {"epilogue residual", &t.residual}, {"epilogue quant_scale", &quant_scale}});
+  check::disjoint("epilogue aux", t.aux, "epilogue amax", amax, check::InPlace::Forbidden);
 }
 
 }  // namespace fusekit

@@ -74,11 +74,12 @@ Shape validate(const FusedGemmArgs& g) {
   const std::int64_t m = g.a.shape[0], k = g.a.shape[1], n = g.b.shape[0];
   require(g.b.shape[1] == k, "b shape", fmt::format("[N, {}] (K of a)", k), g.b.describe());
   require(m > 0 && n > 0 && k > 0, "M, N, K", "all positive", fmt::format("{}, {}, {}", m, n, k));
-  check::shape("d", g.d, {m, epilogue_output_columns(g.epilogue, n)});
   require(g.schedule == Sm90Schedule::Auto || g.schedule == Sm90Schedule::Cooperative ||
               g.schedule == Sm90Schedule::Pingpong || g.schedule == Sm90Schedule::Deferred,
           "schedule", "Auto, Cooperative, Pingpong or Deferred", static_cast<int>(g.schedule));
   validate(g.epilogue, g.tensors, m, n);
+  // After the chain's own checks: d's width follows from them (a gated node halves it).
+  check::shape("d", g.d, {m, epilogue_output_columns(g.epilogue, n)});
   for (auto [name, t] : {std::pair{"epilogue bias", &g.tensors.bias}, {"epilogue residual", &g.tensors.residual},
                          {"epilogue source", &g.tensors.source}, {"epilogue aux", &g.tensors.aux}})
     if (!t->empty()) require(t->dtype == g.a.dtype, fmt::format("{} dtype", name), dtype_name(g.a.dtype), dtype_name(t->dtype));
@@ -89,6 +90,16 @@ Shape validate(const FusedGemmArgs& g) {
   check::disjoint("d", g.d, "epilogue residual", g.tensors.residual, check::InPlace::Allowed);
   check::disjoint("d", g.d, "epilogue source", g.tensors.source, check::InPlace::Allowed);
   check::disjoint("epilogue aux", g.tensors.aux, "d", g.d, check::InPlace::Forbidden);
+  // The other pairs with an output share no byte: each is read by other tiles while it is written.
+  const TensorView quant_scale = check::scalar_view(g.tensors.quant_scale);
+  const TensorView amax = check::scalar_view(g.tensors.amax);
+  check::disjoint_from_each("d", g.d,
+                            {{"epilogue bias", &g.tensors.bias}, {"epilogue row_scale", &g.tensors.row_scale},
+                             {"epilogue col_scale", &g.tensors.col_scale}, {"epilogue quant_scale", &quant_scale},
+                             {"epilogue amax", &amax}});
+  for (const auto& [arg, out] : {check::NamedView{"epilogue aux", &g.tensors.aux},
+                                 check::NamedView{"epilogue amax", &amax}})
+    check::disjoint_from_each(arg, *out, {{"a", &g.a}, {"b", &g.b}});
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}, {"epilogue bias", &g.tensors.bias},
                          {"epilogue residual", &g.tensors.residual}, {"epilogue source", &g.tensors.source},
                          {"epilogue aux", &g.tensors.aux}, {"epilogue row_scale", &g.tensors.row_scale},

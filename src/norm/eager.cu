@@ -38,6 +38,14 @@ void check_stats(std::string_view arg, const TensorView& t, const TensorView& li
 }
 
 // The reduce kernel runs a CTA per row: a grid's x extent.
+// A map's output: written element by element after its thread read the input's element, so in
+// place through the input's identical view only, and apart from every other argument.
+void check_map_output(std::string_view arg, const TensorView& out, std::string_view in_arg, const TensorView& in,
+                      std::initializer_list<check::NamedView> others) {
+  check::disjoint(arg, out, in_arg, in, check::InPlace::Allowed);
+  check::disjoint_from_each(arg, out, others);
+}
+
 void check_grid_rows(std::string_view arg, const TensorView& t) {
   require(t.shape[0] <= INT32_MAX, rows::join(arg, " rows"), "at most 2^31 - 1 (one CTA per row)", t.shape[0]);
 }
@@ -147,6 +155,9 @@ void row_moments(NormKind kind, const TensorView& x, const TensorView& mean, con
   require(kind == NormKind::LayerNorm || mean.empty(), "mean", "empty for RMSNorm", mean.describe());
   check_stats("mean", mean, x, kind == NormKind::LayerNorm ? Stat::Required : Stat::Optional);
   check_stats("rstd", rstd, x, Stat::Required);
+  require(std::isfinite(eps) && eps >= 0.0f, "eps", "finite and >= 0", eps);
+  check::disjoint_from_each("mean", mean, {{"x", &x}, {"rstd", &rstd}});
+  check::disjoint_from_each("rstd", rstd, {{"x", &x}});
   rows::check_on_device({{"x", &x}, {"mean", &mean}, {"rstd", &rstd}});
   if (kind == NormKind::LayerNorm)
     reduce(x, {}, mean, rstd, stream, SumSquares{}, device::SumPairOp{}, Moments{kind, eps});
@@ -160,6 +171,7 @@ void normalize(const TensorView& x, const TensorView& mean, const TensorView& rs
   check_matrix("y", y, x);
   check_stats("mean", mean, x, Stat::Optional);
   check_stats("rstd", rstd, x, Stat::Required);
+  check_map_output("y", y, "x", x, {{"mean", &mean}, {"rstd", &rstd}});
   rows::check_on_device({{"x", &x}, {"y", &y}, {"mean", &mean}, {"rstd", &rstd}});
   map(x, {}, mean, rstd, {}, {}, y, stream, Normalize{});
 }
@@ -170,6 +182,7 @@ void affine(const TensorView& x, const TensorView& weight, const TensorView& bia
   check_matrix("y", y, x);
   rows::check_column_vector("weight", weight, x.shape[1], x.dtype);
   rows::check_column_vector("bias", bias, x.shape[1], x.dtype);
+  check_map_output("y", y, "x", x, {{"weight", &weight}, {"bias", &bias}});
   rows::check_on_device({{"x", &x}, {"y", &y}, {"weight", &weight}, {"bias", &bias}});
   map(x, {}, {}, {}, weight, bias, y, stream, Affine{});
 }
@@ -178,6 +191,8 @@ void add(const TensorView& x, const TensorView& r, const TensorView& y, cudaStre
   check_matrix("x", x, x);
   check_matrix("r", r, x);
   check_matrix("y", y, x);
+  check::disjoint("y", y, "r", r, check::InPlace::Allowed);
+  check_map_output("y", y, "x", x, {});
   rows::check_on_device({{"x", &x}, {"r", &r}, {"y", &y}});
   map(x, r, {}, {}, {}, {}, y, stream, Add{});
 }
@@ -185,6 +200,7 @@ void add(const TensorView& x, const TensorView& r, const TensorView& y, cudaStre
 void scale_mask(const TensorView& x, float scale, Causal causal, const TensorView& s, cudaStream_t stream) {
   check_matrix("x", x, x);
   check_matrix("s", s, x);
+  check_map_output("s", s, "x", x, {});
   rows::check_on_device({{"x", &x}, {"s", &s}});
   const std::int64_t rows = x.shape[0], n = x.shape[1];
   if (rows == 0 || n == 0) return;
@@ -202,6 +218,7 @@ void row_max(const TensorView& s, const TensorView& max, cudaStream_t stream) {
   check_matrix("s", s, s);
   check_grid_rows("s", s);
   check_stats("max", max, s, Stat::Required);
+  check::disjoint_from_each("max", max, {{"s", &s}});
   rows::check_on_device({{"s", &s}, {"max", &max}});
   reduce(s, {}, max, {}, stream, MaxFold{}, device::MaxPairOp{}, Identity{});
 }
@@ -211,6 +228,7 @@ void row_exp_sum(const TensorView& s, const TensorView& max, const TensorView& s
   check_grid_rows("s", s);
   check_stats("max", max, s, Stat::Required);
   check_stats("sum", sum, s, Stat::Required);
+  check::disjoint_from_each("sum", sum, {{"s", &s}, {"max", &max}});
   rows::check_on_device({{"s", &s}, {"max", &max}, {"sum", &sum}});
   reduce(s, max, sum, {}, stream, ExpSumFold{}, device::SumPairOp{}, Identity{});
 }
@@ -221,6 +239,7 @@ void exp_normalize(const TensorView& s, const TensorView& max, const TensorView&
   check_matrix("y", y, s);
   check_stats("max", max, s, Stat::Required);
   check_stats("sum", sum, s, Stat::Required);
+  check_map_output("y", y, "s", s, {{"max", &max}, {"sum", &sum}});
   rows::check_on_device({{"s", &s}, {"y", &y}, {"max", &max}, {"sum", &sum}});
   map(s, {}, max, sum, {}, {}, y, stream, ExpNormalize{});
 }

@@ -199,6 +199,19 @@ rows::RowShape validate(const NormBackwardArgs& a) {
   // in place through their views only.
   check::disjoint("dx", a.dx, "dy", a.dy, check::InPlace::Allowed);
   check::disjoint("dx", a.dx, "x", a.x, check::InPlace::Allowed);
+  // The other outputs are written while every input is still read, dweight and dbias from the
+  // workspace's partials after the rows (the workspace only where they are wanted).
+  const TensorView none;
+  const TensorView* const workspace =
+      param_grads(a) == ParamGrads::Wanted && shape.rows > 0 ? &a.workspace : &none;
+  check::disjoint_from_each("dx", a.dx, {{"weight", &a.weight}, {"mean", &a.mean}, {"rstd", &a.rstd},
+                                         {"dweight", &a.dweight}, {"dbias", &a.dbias}, {"workspace", workspace}});
+  for (const auto& [arg, out] : {check::NamedView{"dweight", &a.dweight}, check::NamedView{"dbias", &a.dbias},
+                                 check::NamedView{"workspace", workspace}})
+    check::disjoint_from_each(arg, *out, {{"x", &a.x}, {"dy", &a.dy}, {"weight", &a.weight}, {"mean", &a.mean},
+                                          {"rstd", &a.rstd}});
+  check::disjoint_from_each("dweight", a.dweight, {{"dbias", &a.dbias}, {"workspace", workspace}});
+  check::disjoint_from_each("dbias", a.dbias, {{"workspace", workspace}});
   rows::check_on_device({{"x", &a.x}, {"dy", &a.dy}, {"dx", &a.dx}, {"weight", &a.weight}, {"mean", &a.mean},
                          {"rstd", &a.rstd}, {"dweight", &a.dweight}, {"dbias", &a.dbias},
                          {"workspace", &a.workspace}});

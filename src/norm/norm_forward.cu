@@ -81,10 +81,34 @@ rows::RowShape validate(const NormForwardJob& job) {
   check::disjoint("y", a.y, "x", a.x,
                   job.quant == QuantScale::None ? check::InPlace::Allowed : check::InPlace::Forbidden);
   const TensorView none;
+  const TensorView* const residual = job.residual ? job.residual : &none;
+  const TensorView* const residual_out = job.residual_out ? job.residual_out : &none;
+  const TensorView* const scale = job.scale ? job.scale : &none;
+  const TensorView* const amax = job.amax ? job.amax : &none;
+  // Every other pair with an output shares no byte: the outputs are written while the inputs are
+  // still read, by other CTAs.
+  check::disjoint_from_each("y", a.y,
+                            {{"weight", &a.weight}, {"bias", &a.bias}, {"mean", &a.mean}, {"rstd", &a.rstd},
+                             {"residual", residual}, {"scale", scale}, {"amax", amax}});
+  check::disjoint_from_each("mean", a.mean,
+                            {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"rstd", &a.rstd},
+                             {"residual", residual}, {"residual_out", residual_out}, {"scale", scale},
+                             {"amax", amax}});
+  check::disjoint_from_each("rstd", a.rstd,
+                            {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"residual", residual},
+                             {"residual_out", residual_out}, {"scale", scale}, {"amax", amax}});
+  check::disjoint_from_each("residual_out", *residual_out,
+                            {{"weight", &a.weight}, {"bias", &a.bias}, {"scale", scale}, {"amax", amax}});
+  if (job.quant == QuantScale::PerRow)
+    check::disjoint_from_each("scale", *scale,
+                              {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"residual", residual},
+                               {"amax", amax}});
+  check::disjoint_from_each("amax", *amax,
+                            {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"residual", residual},
+                             {"scale", scale}});
   rows::check_on_device({{"x", &a.x}, {"y", &a.y}, {"weight", &a.weight}, {"bias", &a.bias}, {"mean", &a.mean},
-                         {"rstd", &a.rstd}, {"residual", job.residual ? job.residual : &none},
-                         {"residual_out", job.residual_out ? job.residual_out : &none},
-                         {"scale", job.scale ? job.scale : &none}, {"amax", job.amax ? job.amax : &none}});
+                         {"rstd", &a.rstd}, {"residual", residual}, {"residual_out", residual_out},
+                         {"scale", scale}, {"amax", amax}});
   return shape;
 }
 

@@ -53,6 +53,17 @@ void validate_args(const PointwiseChainArgs& a, bool quantized) {
   check::disjoint("y", a.y, "epilogue residual", a.tensors.residual, check::InPlace::Allowed);
   check::disjoint("y", a.y, "epilogue source", a.tensors.source, check::InPlace::Allowed);
   check::disjoint("epilogue aux", a.tensors.aux, "y", a.y, check::InPlace::Forbidden);
+  // The other pairs with an output share no byte: each is read by other rows' threads while it is
+  // written.
+  const TensorView quant_scale = check::scalar_view(a.tensors.quant_scale);
+  const TensorView amax = check::scalar_view(a.tensors.amax);
+  check::disjoint_from_each("y", a.y,
+                            {{"epilogue bias", &a.tensors.bias}, {"epilogue row_scale", &a.tensors.row_scale},
+                             {"epilogue col_scale", &a.tensors.col_scale}, {"epilogue quant_scale", &quant_scale},
+                             {"epilogue amax", &amax}});
+  for (const auto& [arg, out] : {check::NamedView{"epilogue aux", &a.tensors.aux},
+                                 check::NamedView{"epilogue amax", &amax}})
+    check::disjoint_from_each(arg, *out, {{"x", &a.x}});
 
   for (const Bound& b : {Bound{"source", &a.tensors.source}, Bound{"bias", &a.tensors.bias},
                          Bound{"residual", &a.tensors.residual}, Bound{"aux", &a.tensors.aux},
@@ -171,7 +182,6 @@ void dispatch_out(const PointwiseChainArgs& a, bool quantized, cudaStream_t stre
 void pointwise_chain(const PointwiseChainArgs& a, cudaStream_t stream) {
   const bool quantized = a.chain.uses(EpilogueOp::QuantizeE4M3);
   validate_args(a, quantized);
-  if (quantized) require(a.tensors.quant_scale != nullptr, "tensors.quant_scale", "a device float", "null");
   switch (a.x.dtype) {
     case DType::F32: return dispatch_out<float>(a, quantized, stream);
     case DType::F16: return dispatch_out<__half>(a, quantized, stream);

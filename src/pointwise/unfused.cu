@@ -27,10 +27,22 @@ constexpr int kBlocksPerSm = 8;  // enough resident warps to keep every SM's loa
 
 int grid_for(std::int64_t work) { return grid_stride_ctas(work, kThreads, kBlocksPerSm); }
 
+// Everything checkable without a device; check_on_device follows once every argument passed.
 void check_matrix(std::string_view arg, const TensorView& t) {
-  check::device_tensor(arg, t);
+  check::structure(arg, t);
   check::rank(arg, t, 2);
   check::dtype(arg, t, {DType::F32, DType::F16, DType::BF16});
+}
+
+// y is written element by element after the thread read its x (and r): in place through
+// identical views only; nothing else may share y's bytes.
+void check_outputs(const TensorView& x, const TensorView& bias, const TensorView& r, const TensorView& y) {
+  check::disjoint("y", y, "x", x, check::InPlace::Allowed);
+  check::disjoint("y", y, "r", r, check::InPlace::Allowed);
+  check::disjoint("y", y, "bias", bias, check::InPlace::Forbidden);
+  for (const auto& [arg, t] : {check::NamedView{"x", &x}, check::NamedView{"bias", &bias},
+                               check::NamedView{"r", &r}, check::NamedView{"y", &y}})
+    if (!t->empty()) check::on_current_device(arg, *t);
 }
 
 template <class T, class Op>
@@ -77,9 +89,10 @@ void add_bias(const TensorView& x, const TensorView& bias, const TensorView& y, 
   check_matrix("y", y);
   check::same_shape("y", y, "x", x);
   require(y.dtype == x.dtype, "y dtype", dtype_name(x.dtype), dtype_name(y.dtype));
-  check::device_tensor("bias", bias);
+  check::structure("bias", bias);
   check::shape("bias", bias, {x.shape[1]});
   require(bias.dtype == x.dtype, "bias dtype", dtype_name(x.dtype), dtype_name(bias.dtype));
+  check_outputs(x, bias, TensorView{}, y);
   dispatch(x, bias, TensorView{}, y, stream, AddBiasOp{});
 }
 
@@ -88,6 +101,7 @@ void gelu(const TensorView& x, const TensorView& y, cudaStream_t stream) {
   check_matrix("y", y);
   check::same_shape("y", y, "x", x);
   require(y.dtype == x.dtype, "y dtype", dtype_name(x.dtype), dtype_name(y.dtype));
+  check_outputs(x, TensorView{}, TensorView{}, y);
   dispatch(x, TensorView{}, TensorView{}, y, stream, GeluOp{});
 }
 
@@ -99,6 +113,7 @@ void add(const TensorView& x, const TensorView& r, const TensorView& y, cudaStre
   check::same_shape("y", y, "x", x);
   require(r.dtype == x.dtype, "r dtype", dtype_name(x.dtype), dtype_name(r.dtype));
   require(y.dtype == x.dtype, "y dtype", dtype_name(x.dtype), dtype_name(y.dtype));
+  check_outputs(x, TensorView{}, r, y);
   dispatch(x, TensorView{}, r, y, stream, AddOp{});
 }
 

@@ -121,7 +121,27 @@ TEST(AttentionArgs, RejectsOutputsOverlappingWhatOtherTilesRead) {
   a.lse.data = fake_address(kSlotO, 1024);
   expect_error([&] { attention_forward(a); }, "lse: expected memory disjoint from o");
   a = valid();
+  a.lse.data = fake_address(kSlotQ, 4096);
+  expect_error([&] { attention_forward(a); }, "lse: expected memory disjoint from q");
+  a = valid();
   a.o = a.q;  // in place: passes every check that needs no device
+  EXPECT_NO_THROW(plan_attention_forward(a));
+}
+
+// The sequence offsets are read by every CTA: no output may lie over them.
+TEST(AttentionArgs, RejectsOutputsOverlappingTheSequenceOffsets) {
+  AttentionForwardArgs a;
+  a.q = TensorView::contiguous(fake_address(kSlotQ), DType::F16, {300, kHq, kD});
+  a.o = TensorView::contiguous(fake_address(kSlotO), DType::F16, {300, kHq, kD});
+  a.k = TensorView::contiguous(fake_address(kSlotK), DType::F16, {400, kHkv, kD});
+  a.v = TensorView::contiguous(fake_address(kSlotV), DType::F16, {400, kHkv, kD});
+  const auto* offsets = static_cast<const std::int32_t*>(fake_address(kSlotLse + 1));
+  a.varlen = VarlenBatch{offsets, static_cast<const std::int32_t*>(fake_address(kSlotO, 64)), 3, 200};
+  expect_error([&] { attention_forward(a); }, "o: expected memory disjoint from varlen.cu_seqlens_k");
+  a.varlen = VarlenBatch{offsets, offsets, 3, 200};
+  a.lse = TensorView::contiguous(fake_address(kSlotLse + 1, 8), DType::F32, {kHq, 300});
+  expect_error([&] { attention_forward(a); }, "lse: expected memory disjoint from varlen.cu_seqlens_q");
+  a.lse.data = fake_address(kSlotLse);
   EXPECT_NO_THROW(plan_attention_forward(a));
 }
 

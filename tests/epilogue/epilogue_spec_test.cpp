@@ -6,11 +6,13 @@
 #include "fusekit/error.hpp"
 #include "fusekit/reference/activation.hpp"
 #include "fusekit/reference/epilogue.hpp"
+#include "support/expect_error.hpp"
 #include "support/fake_pointer.hpp"
 
 namespace fusekit {
 namespace {
 
+using testing::expect_error;
 using testing::fake_pointer;
 
 TEST(EpilogueSpec, PrintsComparesAndHashes) {
@@ -50,6 +52,34 @@ TEST(EpilogueSpec, ValidationNamesWhatIsMissingOrWrong) {
   t.quant_scale = &scale;
   EXPECT_THROW(validate(EpilogueSpec{}.quantize_e4m3().relu(), t, 8, 16), Error);
   EXPECT_NO_THROW(validate(EpilogueSpec{}.relu().quantize_e4m3(), t, 8, 16));
+}
+
+TEST(EpilogueSpec, ValidationRejectsUnknownValuesAndNegativeSizes) {
+  EpilogueTensors t;
+  expect_error([&] { validate(EpilogueSpec{}.cast(static_cast<DType>(42)), t, 8, 16); },
+               "dtype: expected a float dtype");
+  expect_error([&] { validate(EpilogueSpec{}.relu(), t, -1, 16); }, "M, N: expected both >= 0");
+}
+
+// The chain's outputs (the aux store, the amax) share no byte with its inputs or each other.
+TEST(EpilogueSpec, ValidationRejectsOutputsOverlappingTheChainsTensors) {
+  using testing::fake_address;
+  EpilogueTensors t;
+  t.bias = TensorView::contiguous(fake_address(0), DType::BF16, {16});
+  t.aux = TensorView::matrix(fake_address(0, 16), DType::BF16, 8, 16, 16);
+  expect_error([&] { validate(EpilogueSpec{}.bias().store_aux(), t, 8, 16); },
+               "epilogue aux: expected memory disjoint from epilogue bias");
+  t.aux = TensorView::matrix(fake_address(1), DType::BF16, 8, 16, 16);
+  EXPECT_NO_THROW(validate(EpilogueSpec{}.bias().store_aux(), t, 8, 16));
+  t.quant_scale = static_cast<const float*>(fake_address(2));
+  t.amax = static_cast<float*>(fake_address(1, 4));
+  expect_error([&] { validate(EpilogueSpec{}.bias().store_aux().quantize_e4m3(), t, 8, 16); },
+               "epilogue aux: expected memory disjoint from epilogue amax");
+  t.amax = static_cast<float*>(fake_address(2));
+  expect_error([&] { validate(EpilogueSpec{}.bias().store_aux().quantize_e4m3(), t, 8, 16); },
+               "epilogue amax: expected memory disjoint from epilogue quant_scale");
+  t.amax = static_cast<float*>(fake_address(3));
+  EXPECT_NO_THROW(validate(EpilogueSpec{}.bias().store_aux().quantize_e4m3(), t, 8, 16));
 }
 
 TEST(EpilogueReference, ChainMatchesHandComputation) {

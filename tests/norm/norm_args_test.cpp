@@ -107,7 +107,7 @@ TEST(NormArgs, PerRowQuantizeOfNoRowsTakesAnEmptyScale) {
   q.norm.x = TensorView::contiguous(kFake, DType::BF16, {0, 64});
   q.norm.y = TensorView::contiguous(testing::fake_address(1), DType::E4M3, {0, 64});
   q.scale_mode = Fp8ScaleMode::PerRow;
-  expect_error([&] { norm_quantize_forward(q); }, "x pointer");
+  testing::expect_device_check([&] { norm_quantize_forward(q); }, "x");
 }
 
 TEST(NormArgs, RejectsOverlapsThatWouldCorruptRows) {
@@ -136,6 +136,48 @@ TEST(NormArgs, RejectsOverlapsThatWouldCorruptRows) {
   expect_error([&] { add_norm_forward(r); }, "residual_out: expected memory disjoint from residual");
   r.residual_out = TensorView::contiguous(fake_address(1, 2), DType::BF16, {8, 64});
   expect_error([&] { add_norm_forward(r); }, "residual_out: expected memory disjoint from x");
+}
+
+// Outputs share no byte with any other argument outside the documented in-place pairs: each is
+// written while other CTAs still read the rest.
+TEST(NormArgs, RejectsOutputsOverlappingAnyOtherArgument) {
+  using testing::fake_address;
+  auto a = valid_norm();
+  a.x = TensorView::contiguous(fake_address(1), DType::BF16, {8, 64});
+  a.y = TensorView::contiguous(fake_address(2), DType::BF16, {8, 64});
+  a.weight = TensorView::contiguous(fake_address(2, 256), DType::BF16, {64});
+  expect_error([&] { norm_forward(a); }, "y: expected memory disjoint from weight");
+  a.weight = TensorView::contiguous(fake_address(3), DType::BF16, {64});
+  a.mean = TensorView::contiguous(fake_address(4), DType::F32, {8});
+  a.rstd = TensorView::contiguous(fake_address(4, 16), DType::F32, {8});
+  expect_error([&] { norm_forward(a); }, "mean: expected memory disjoint from rstd");
+  a.rstd = TensorView::contiguous(fake_address(1, 64), DType::F32, {8});
+  expect_error([&] { norm_forward(a); }, "rstd: expected memory disjoint from x");
+  a.rstd = TensorView::contiguous(fake_address(5), DType::F32, {8});
+  testing::expect_device_check([&] { norm_forward(a); }, "x");  // every check without a device passed
+
+  AddNormForwardArgs r;
+  r.norm = a;
+  r.residual = TensorView::contiguous(fake_address(2), DType::BF16, {8, 64});  // y's exact view
+  r.residual_out = TensorView::contiguous(fake_address(6), DType::BF16, {8, 64});
+  expect_error([&] { add_norm_forward(r); }, "y: expected memory disjoint from residual");
+  r.residual = TensorView::contiguous(fake_address(7), DType::BF16, {8, 64});
+  r.residual_out = TensorView::contiguous(fake_address(3), DType::BF16, {8, 64});
+  expect_error([&] { add_norm_forward(r); }, "residual_out: expected memory disjoint from weight");
+
+  NormQuantizeArgs q;
+  q.norm = a;
+  q.norm.y.dtype = DType::E4M3;
+  q.scale_mode = Fp8ScaleMode::PerRow;
+  q.scale = TensorView::contiguous(fake_address(6), DType::F32, {8});
+  q.amax = TensorView::contiguous(fake_address(6, 28), DType::F32, {1});  // the last row's scale
+  expect_error([&] { norm_quantize_forward(q); }, "scale: expected memory disjoint from amax");
+  q.amax = TensorView::contiguous(fake_address(1, 4), DType::F32, {1});
+  expect_error([&] { norm_quantize_forward(q); }, "amax: expected memory disjoint from x");
+  q.scale_mode = Fp8ScaleMode::PerTensor;
+  q.scale = TensorView::contiguous(fake_address(7), DType::F32, {1});
+  q.amax = q.scale;
+  expect_error([&] { norm_quantize_forward(q); }, "amax: expected memory disjoint from scale");
 }
 
 TEST(SoftmaxArgs, RejectsEachBadArgumentByName) {

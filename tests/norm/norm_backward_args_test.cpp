@@ -26,7 +26,7 @@ NormBackwardArgs valid_norm() {
   a.x = TensorView::contiguous(kFake, DType::BF16, {8, 64});
   a.dy = a.x;
   a.dx = a.x;
-  a.mean = TensorView::contiguous(kFake, DType::F32, {8});
+  a.mean = TensorView::contiguous(testing::fake_address(8), DType::F32, {8});
   a.rstd = a.mean;
   return a;
 }
@@ -95,6 +95,31 @@ TEST(RowBackwardArgs, RejectStridedRows) {
   a = valid_norm();
   a.dx.strides = {128, 2, 0, 0};
   expect_error([&] { norm_backward(a); }, "dx innermost stride");
+}
+
+// The other outputs (dweight, dbias, the workspace of their partials) share no byte with any
+// other argument, nor dx with them or with the weight and statistics.
+TEST(RowBackwardArgs, RejectOutputsOverlappingAnyOtherArgument) {
+  using testing::fake_address;
+  auto a = valid_norm();
+  a.dx = TensorView::contiguous(fake_address(8), DType::BF16, {8, 64});
+  expect_error([&] { norm_backward(a); }, "dx: expected memory disjoint from mean");
+  a.dx = a.x;
+  a.mean = TensorView::contiguous(fake_address(2), DType::F32, {8});
+  a.rstd = TensorView::contiguous(fake_address(3), DType::F32, {8});
+  a.weight = TensorView::contiguous(fake_address(4), DType::BF16, {64});
+  a.dweight = TensorView::contiguous(fake_address(5), DType::BF16, {64});
+  a.dbias = TensorView::contiguous(fake_address(5, 64), DType::BF16, {64});
+  a.workspace = TensorView::contiguous(fake_address(6), DType::U8, {1 << 20});
+  expect_error([&] { norm_backward(a); }, "dweight: expected memory disjoint from dbias");
+  a.dbias = TensorView::contiguous(fake_address(4), DType::BF16, {64});
+  expect_error([&] { norm_backward(a); }, "dbias: expected memory disjoint from weight");
+  a.dbias = TensorView::contiguous(fake_address(7), DType::BF16, {64});
+  a.dx = TensorView::contiguous(fake_address(9), DType::BF16, {8, 64});
+  a.workspace = TensorView::contiguous(kFake, DType::U8, {1 << 20});  // over x and dy
+  expect_error([&] { norm_backward(a); }, "workspace: expected memory disjoint from x");
+  a.workspace = TensorView::contiguous(fake_address(6), DType::U8, {1 << 20});
+  testing::expect_device_check([&] { norm_backward(a); }, "x");  // every check without a device passed
 }
 
 // dx may be dy's (or x's, y's) exact view, never a shifted one: it would overwrite rows not yet read.

@@ -67,5 +67,28 @@ TEST(PointwiseChainArgs, RejectsOverlapsThatWouldCorruptRows) {
   expect_error([&] { pointwise_chain(a); }, "y: expected memory disjoint from epilogue residual");
 }
 
+// The outputs (y, the aux store, the amax) share no byte with any other argument.
+TEST(PointwiseChainArgs, RejectsOutputsOverlappingAnyOtherArgument) {
+  auto a = valid(EpilogueSpec{}.bias());
+  a.tensors.bias = TensorView::contiguous(fake_address(1, 2 * kCols), DType::BF16, {kCols});  // y's second row
+  expect_error([&] { pointwise_chain(a); }, "y: expected memory disjoint from epilogue bias");
+  a = valid(EpilogueSpec{}.store_aux().relu());
+  a.tensors.aux = TensorView::contiguous(fake_address(0), DType::BF16, {kRows, kCols});
+  expect_error([&] { pointwise_chain(a); }, "epilogue aux: expected memory disjoint from x");
+  a = valid(EpilogueSpec{}.bias().store_aux());
+  a.tensors.bias = TensorView::contiguous(fake_address(2), DType::BF16, {kCols});
+  a.tensors.aux = TensorView::contiguous(fake_address(2, kCols), DType::BF16, {kRows, kCols});  // bias's second half on
+  expect_error([&] { pointwise_chain(a); }, "epilogue aux: expected memory disjoint from epilogue bias");
+  a = valid(EpilogueSpec{}.quantize_e4m3());
+  a.y.dtype = DType::E4M3;
+  a.tensors.quant_scale = static_cast<const float*>(fake_address(2));
+  a.tensors.amax = static_cast<float*>(fake_address(0, 4));  // inside x
+  expect_error([&] { pointwise_chain(a); }, "epilogue amax: expected memory disjoint from x");
+  a.tensors.amax = static_cast<float*>(fake_address(2));
+  expect_error([&] { pointwise_chain(a); }, "epilogue amax: expected memory disjoint from epilogue quant_scale");
+  a.tensors.amax = static_cast<float*>(fake_address(3));
+  testing::expect_device_check([&] { pointwise_chain(a); }, "x");  // every check without a device passed
+}
+
 }  // namespace
 }  // namespace fusekit
