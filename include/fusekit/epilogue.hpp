@@ -5,6 +5,7 @@
 // the nodes read or write are bound separately (EpilogueTensors), so the description is plain
 // data that can be printed, compared and hashed, and a compiled kernel can be keyed by it.
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,6 +94,13 @@ struct EpilogueTensors {
 // for an M×N accumulator, and that the aux and amax outputs share no memory with the other
 // tensors. Throws fusekit::Error(InvalidArgument) naming what is wrong.
 void validate(const EpilogueSpec& spec, const EpilogueTensors& tensors, std::int64_t m, std::int64_t n);
+
+// Checks that an op's output `out_arg` shares no byte with the chain's bias, row and column
+// scales, quant_scale, amax and aux store, and that the aux store and the amax share none with
+// the op's `operands`: each is read by other tiles while the others are written. (The residual
+// and the source may be the output's exact view; the op checks those.)
+void validate_disjoint(const EpilogueTensors& tensors, std::string_view out_arg, const TensorView& out,
+                       std::initializer_list<check::NamedView> operands);
 
 // Columns of the output after the chain: n, or n/2 after a gated node.
 std::int64_t epilogue_output_columns(const EpilogueSpec& spec, std::int64_t n);

@@ -214,4 +214,17 @@ void validate(const EpilogueSpec& spec, const EpilogueTensors& t, std::int64_t m
   check::disjoint("epilogue aux", t.aux, "epilogue amax", amax, check::InPlace::Forbidden);
 }
 
+void validate_disjoint(const EpilogueTensors& t, std::string_view out_arg, const TensorView& out,
+                       std::initializer_list<check::NamedView> operands) {
+  const TensorView quant_scale = check::scalar_view(t.quant_scale), amax = check::scalar_view(t.amax);
+  check::disjoint_from_each(out_arg, out,
+                            {{"epilogue bias", &t.bias}, {"epilogue row_scale", &t.row_scale},
+                             {"epilogue col_scale", &t.col_scale}, {"epilogue quant_scale", &quant_scale},
+                             {"epilogue amax", &amax}});
+  check::disjoint("epilogue aux", t.aux, out_arg, out, check::InPlace::Forbidden);
+  for (const auto& [arg, chain_out] :
+       {check::NamedView{"epilogue aux", &t.aux}, check::NamedView{"epilogue amax", &amax}})
+    check::disjoint_from_each(arg, *chain_out, operands);
+}
+
 }  // namespace fusekit

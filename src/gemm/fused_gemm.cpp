@@ -89,17 +89,7 @@ Shape validate(const FusedGemmArgs& g) {
   check::disjoint("d", g.d, "b", g.b, check::InPlace::Forbidden);
   check::disjoint("d", g.d, "epilogue residual", g.tensors.residual, check::InPlace::Allowed);
   check::disjoint("d", g.d, "epilogue source", g.tensors.source, check::InPlace::Allowed);
-  check::disjoint("epilogue aux", g.tensors.aux, "d", g.d, check::InPlace::Forbidden);
-  // The other pairs with an output share no byte: each is read by other tiles while it is written.
-  const TensorView quant_scale = check::scalar_view(g.tensors.quant_scale);
-  const TensorView amax = check::scalar_view(g.tensors.amax);
-  check::disjoint_from_each("d", g.d,
-                            {{"epilogue bias", &g.tensors.bias}, {"epilogue row_scale", &g.tensors.row_scale},
-                             {"epilogue col_scale", &g.tensors.col_scale}, {"epilogue quant_scale", &quant_scale},
-                             {"epilogue amax", &amax}});
-  for (const auto& [arg, out] : {check::NamedView{"epilogue aux", &g.tensors.aux},
-                                 check::NamedView{"epilogue amax", &amax}})
-    check::disjoint_from_each(arg, *out, {{"a", &g.a}, {"b", &g.b}});
+  validate_disjoint(g.tensors, "d", g.d, {{"a", &g.a}, {"b", &g.b}});
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}, {"epilogue bias", &g.tensors.bias},
                          {"epilogue residual", &g.tensors.residual}, {"epilogue source", &g.tensors.source},
                          {"epilogue aux", &g.tensors.aux}, {"epilogue row_scale", &g.tensors.row_scale},

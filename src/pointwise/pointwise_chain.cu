@@ -52,18 +52,7 @@ void validate_args(const PointwiseChainArgs& a, bool quantized) {
   check::disjoint("y", a.y, "x", a.x, check::InPlace::Allowed);
   check::disjoint("y", a.y, "epilogue residual", a.tensors.residual, check::InPlace::Allowed);
   check::disjoint("y", a.y, "epilogue source", a.tensors.source, check::InPlace::Allowed);
-  check::disjoint("epilogue aux", a.tensors.aux, "y", a.y, check::InPlace::Forbidden);
-  // The other pairs with an output share no byte: each is read by other rows' threads while it is
-  // written.
-  const TensorView quant_scale = check::scalar_view(a.tensors.quant_scale);
-  const TensorView amax = check::scalar_view(a.tensors.amax);
-  check::disjoint_from_each("y", a.y,
-                            {{"epilogue bias", &a.tensors.bias}, {"epilogue row_scale", &a.tensors.row_scale},
-                             {"epilogue col_scale", &a.tensors.col_scale}, {"epilogue quant_scale", &quant_scale},
-                             {"epilogue amax", &amax}});
-  for (const auto& [arg, out] : {check::NamedView{"epilogue aux", &a.tensors.aux},
-                                 check::NamedView{"epilogue amax", &amax}})
-    check::disjoint_from_each(arg, *out, {{"x", &a.x}});
+  validate_disjoint(a.tensors, "y", a.y, {{"x", &a.x}});
 
   for (const Bound& b : {Bound{"source", &a.tensors.source}, Bound{"bias", &a.tensors.bias},
                          Bound{"residual", &a.tensors.residual}, Bound{"aux", &a.tensors.aux},
