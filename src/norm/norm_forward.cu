@@ -190,6 +190,11 @@ bool tensor_sums_pay(const DeviceInfo& device) {
 // LayerNorm → e4m3 2723 → 3499, 2983 → 3727 at 18432 / 20480; RMSNorm → e4m3 3390 → 4102 at
 // 20480, and 3233 → 3916 at 18432 (read again from L2 before).
 constexpr ColumnRange kLayerNormFp8NativeDense{18432, 20480}, kRmsNormFp8NativeDense{18432, 20480};
+// The shared memory of a CTA of two such groups with two row buffers each, past which they take
+// one each (eight_form): the staged norms' 200 KB, under which the measurements above ran.
+// LayerNorm → e4m3 with weight and bias at 18432 columns (216 KB with two buffers) takes one;
+// kPersistentQuantizeSharedBytes (224 KB) would give it two.
+constexpr std::size_t kDenseTwoBufferSharedBytes = 200 * 1024;
 
 // Where eight chunks per thread split each row over a cluster of two CTAs (kPairCtas, the weight
 // and bias as bf16; one group of 9–16 warps per SM) past 32768 columns (LayerNorm: where its rows
@@ -278,8 +283,10 @@ ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
 // split kernels' 3.6 KB with the cluster exchange, whose half rows take at most 192 KB).
 constexpr std::size_t kPersistentQuantizeSharedBytes = 224 * 1024;
 
-// The layout of bf16 rows of n columns on eight chunks per thread: one CTA up to 32768 columns
-// (wide_eight: past them), clusters past them (sliced_rows: of kSliceThreads each).
+// The layout of bf16 rows of n columns on eight chunks per thread: clusters of CTAs of
+// kSliceThreads (sliced_rows) or kLongSliceThreads (long_sliced_rows), one CTA of up to
+// kMaxRowThreads (wide_eight), else QuantizingRows8's: one CTA up to 32768 columns, a cluster of
+// two (kPairCtas) past them.
 device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) {
   if (sliced_rows(job, n))
     return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas(),
@@ -314,7 +321,7 @@ EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout)
   const bool two_fit = device::PersistentQuantizeSmem<__nv_bfloat16>(layout.slice, job.norm.weight.data,
                                                                      job.norm.bias.data, kDenseGroups,
                                                                      device::AffineFormat::Native, device::RowBuffers::Two)
-                           .bytes() <= kStagedSharedBytes;
+                           .bytes() <= kDenseTwoBufferSharedBytes;
   // Slices (more CTAs per row than a pair): four CTAs per SM hold one row buffer each.
   const bool sliced = layout.cluster > kPairCtas;
   const bool one_buffer =
@@ -478,7 +485,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   if (persistent) {
     // Persistent CTAs with the weight, the bias and two rows in shared memory, in CTAs narrow
     // enough that every plane fits; one row buffer where two do not fit even in 16-CTA clusters
-    // (f32 LayerNorm rows of 262144).
+    // (f32 RMSNorm rows of 262144 with a bias).
     using Config = device::StagedNormRows;
     std::size_t bytes = 0;
     for (p.row_buffers = device::kStagedRowBuffers; p.row_buffers >= 1; --p.row_buffers) {

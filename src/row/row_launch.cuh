@@ -1,7 +1,8 @@
 #pragma once
 // Host side of the row kernels (norms, softmax): argument checks they share, the row layout of a
 // tensor, the vector-or-scalar access decision, and the launch (with a cluster when a row is
-// split over CTAs). Included by src/norm/*.cu and src/softmax/*.cu only.
+// split over CTAs). Included by src/norm/*.cu, src/softmax/*.cu and
+// src/pointwise/pointwise_chain.cu (for vector_aligned) only.
 #include <cuda_runtime.h>
 
 #include <algorithm>
