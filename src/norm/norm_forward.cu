@@ -468,6 +468,8 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
           rows::launch_persistent(kernel, p.layout, shape.rows, p, stream, "norm_quantize_persistent_kernel",
                                   persistent_quantize_bytes<T>(a, p.layout, form.affine, form.buffers));
         };
+        static_assert(kPlainSlicesMinColumns == 7 * kSliceColumns && kLayerNormFp8Slices.last == 8 * kSliceColumns,
+                      "a kernel for each cluster of plain slices");
         switch (p.layout.cluster) {
           case 7: return go_slices(std::integral_constant<int, 7>{});
           case 8: return go_slices(std::integral_constant<int, 8>{});
