@@ -15,6 +15,8 @@ enum class DType : std::uint8_t {
   U8,    // raw bytes: bit masks (e.g. cuBLASLt's ReLU aux mask)
 };
 
+inline constexpr float kE4m3Max = 448.0f;  // the largest finite e4m3 value
+
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::F32: return 4;

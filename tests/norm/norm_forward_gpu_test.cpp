@@ -13,6 +13,7 @@
 #include "bench/harness.hpp"
 #include "fusekit/device/row/row_config.hpp"
 #include "fusekit/buffer.hpp"
+#include "fusekit/dtype.hpp"
 #include "fusekit/error.hpp"
 #include "fusekit/norm.hpp"
 #include "fusekit/norm_quantize.hpp"
@@ -381,7 +382,6 @@ double worst_row_rel_l2(const std::vector<double>& got, const std::vector<double
 // row's error, its fp8 range, its statistics), per tensor with amax, per tensor without amax.
 void check_quantize(NormKind kind, DType dt, const Shape& s, std::uint64_t seed, bool with_weight, bool with_bias,
                     float lo, float hi) {
-  constexpr double kE4m3Max = 448.0;
   SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (with_weight ? " with weight" : "")
                                     << (with_bias ? " with bias" : "") << " x in [" << lo << ", " << hi << "]");
   Padded x(dt, s), q(DType::E4M3, s);
@@ -554,7 +554,6 @@ TEST_P(NormForwardGpu, ANaNRowGetsANaNScaleAndAmax) {
   const auto [kind, dt] = GetParam();
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << " dtype " << dtype_name(dt));
-  constexpr double kE4m3Max = 448.0;
   for (const Shape& s : {Shape{10, 99, 99}, Shape{8, 2000, 2000}, Shape{901, 1024, 1024}, Shape{301, 4096, 4104},
                          Shape{133, 12288, 12288}, Shape{7, 26624, 26624}, Shape{5, 40960, 40960},
                          Shape{3, 65536, 65536}}) {

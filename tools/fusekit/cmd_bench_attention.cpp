@@ -11,6 +11,8 @@
 namespace fusekit::tools {
 
 namespace {
+constexpr double kFlopsPerGflop = 1e9;
+
 struct AttentionBenchArgs {
   std::int64_t seqlen = bench::AttentionBenchOptions{}.seqlen;
   std::vector<std::int64_t> head_dims = {bench::AttentionBenchOptions{}.head_dim};
@@ -53,10 +55,11 @@ void add_bench_attention_command(CLI::App& bench, Commands& commands) {
       const char* mask = c.causal == Causal::Yes ? " causal" : "";
       if (args->varlen)
         fmt::print("attention varlen {} H{} D{}{} {}: {:.1f} GFLOP\n", fmt::join(bench::kVarlenLengths, "+"), h,
-                   c.head_dim, mask, dtype_name(dtype), bench::attention_varlen_flops(h, c.head_dim, c.causal) / 1e9);
+                   c.head_dim, mask, dtype_name(dtype),
+                   bench::attention_varlen_flops(h, c.head_dim, c.causal) / kFlopsPerGflop);
       else
         fmt::print("attention B{} S{} H{} D{}{} {}: {:.1f} GFLOP\n", b, c.seqlen, h, c.head_dim, mask, dtype_name(dtype),
-                   bench::attention_flops(b, h, c.seqlen, c.head_dim, c.causal) / 1e9);
+                   bench::attention_flops(b, h, c.seqlen, c.head_dim, c.causal) / kFlopsPerGflop);
     }
     if (device_count() == 0) return no_device("bench attention");
     return run_ladders(

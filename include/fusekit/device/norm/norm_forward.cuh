@@ -17,6 +17,7 @@
 #include "fusekit/device/row/row_tile.cuh"
 #include "fusekit/device/row/shared_row_tile.cuh"
 #include "fusekit/device/row/tile_of.cuh"
+#include "fusekit/dtype.hpp"
 #include "fusekit/norm.hpp"
 
 namespace fusekit::device {
@@ -51,7 +52,6 @@ struct NormLaunchBounds {
   static constexpr int kMinCtas = kCapped ? std::max(Config::kMinCtas, kQuantizingCtas) : Config::kMinCtas;
 };
 
-inline constexpr float kE4m3Max = 448.0f;
 inline constexpr float kFastDivisorMax = 0x1p126f;  // __fdividef's divisors
 // A LayerNorm mean² up to this many times the variance costs at most 4 of the variance's 24 bits
 // in Σh²/n − mean²; beyond, the row is reduced again around its mean.
