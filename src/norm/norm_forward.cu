@@ -300,19 +300,26 @@ device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) 
   return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas());
 }
 
+// The register cap of norm_quantize_persistent_kernel's eight-chunk rows (eight_form).
+enum class EightRegisters : std::uint8_t {
+  ByFormat,  // by the affine format and the row length (launch)
+  Dense,     // kEightDenseRegisters (the bf16-affine kernels)
+  Packed,    // packed_rms: NormForms::RmsNormUnbiased at kPackedRegisters
+};
 // How norm_quantize_persistent_kernel's eight-chunk rows of `layout` keep the weight and bias, and
 // how many row buffers their groups take, by the columns each CTA holds (split rows: bf16 always).
 struct EightForm {
   device::AffineFormat affine;
   device::RowBuffers buffers;
-  bool dense;   // at kEightDenseRegisters (the bf16-affine kernels)
-  bool packed;  // packed_rms: NormForms::RmsNormUnbiased at kPackedRegisters
-  std::size_t budget() const { return packed ? kPackedQuantizeSharedBytes : kPersistentQuantizeSharedBytes; }
+  EightRegisters registers;
+  std::size_t budget() const {
+    return registers == EightRegisters::Packed ? kPackedQuantizeSharedBytes : kPersistentQuantizeSharedBytes;
+  }
 };
 EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout) {
   const bool layer_norm = job.norm.kind == NormKind::LayerNorm;
   if (layout.cluster == 1 && packed_rms(job, layout.slice))
-    return {device::AffineFormat::Native, device::RowBuffers::One, false, true};
+    return {device::AffineFormat::Native, device::RowBuffers::One, EightRegisters::Packed};
   const ColumnRange& native = layer_norm ? kLayerNormFp8Native : kRmsNormFp8Native;
   const bool split = layout.cluster > 1;
   const ColumnRange& two_groups = layer_norm ? kLayerNormFp8NativeDense : kRmsNormFp8NativeDense;
@@ -327,7 +334,8 @@ EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout)
   const bool one_buffer =
       (layer_norm && kLayerNormFp8OneBuffer.holds(layout.slice)) || (dense && !two_fit) || sliced;
   return {split || dense || native.holds(layout.slice) ? device::AffineFormat::Native : device::AffineFormat::Float,
-          one_buffer ? device::RowBuffers::One : device::RowBuffers::Two, dense, false};
+          one_buffer ? device::RowBuffers::One : device::RowBuffers::Two,
+          dense ? EightRegisters::Dense : EightRegisters::ByFormat};
 }
 
 // The shared bytes of norm_quantize_persistent_kernel's CTA of one group of `layout`'s rows.
@@ -574,17 +582,17 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                 default: require(false, "x row slices", "5 to 8 CTAs of a cluster", p.layout.cluster);
               }
             }
-            if (form.packed)
+            if (form.registers == EightRegisters::Packed)
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                            RowBuffers::One, kPackedRegisters, 1,
                                                                            device::NormForms::RmsNormUnbiased>,
                                    form.affine, form.buffers);
             constexpr int kDense = device::kEightDenseRegisters;
-            if (form.dense && form.buffers == RowBuffers::One)
+            if (form.registers == EightRegisters::Dense && form.buffers == RowBuffers::One)
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                            RowBuffers::One, kDense>,
                                    form.affine, form.buffers);
-            if (form.dense)
+            if (form.registers == EightRegisters::Dense)
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                            RowBuffers::Two, kDense>,
                                    form.affine, form.buffers);
@@ -637,7 +645,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
       }
     }
   }
-  rows::with_placement<true>(access, residence, [&](auto kAccess, auto kResidence) {
+  rows::with_placement<rows::Residences::RegistersSharedReread>(access, residence, [&](auto kAccess, auto kResidence) {
     using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
     p.layout = kResidence() == device::Residence::Reread
                    ? device::plan_reread_rows(shape.n, static_cast<int>(dtype_size(a.x.dtype)), reread_packing(job))

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -391,10 +392,16 @@ double worst_row_rel_l2(const std::vector<double>& got, const std::vector<double
   return worst;
 }
 
-// One quantizing norm of x in [lo, hi] on shape s, against the double reference: per row (each
-// row's error, its fp8 range, its statistics), per tensor with amax, per tensor without amax.
-void check_quantize(NormKind kind, DType dt, const Shape& s, std::uint64_t seed, bool with_weight, bool with_bias,
-                    float lo, float hi) {
+// The affine terms a quantizing norm is given.
+enum class AffineTerms : std::uint8_t { None, Weight, Bias, WeightAndBias };
+
+// One quantizing norm of x in [lo, hi] on shape s with `terms`, against the double reference: per
+// row (each row's error, its fp8 range, its statistics), per tensor with amax, per tensor without
+// amax.
+void check_quantize(NormKind kind, DType dt, const Shape& s, std::uint64_t seed, AffineTerms terms, float lo,
+                    float hi) {
+  const bool with_weight = terms == AffineTerms::Weight || terms == AffineTerms::WeightAndBias;
+  const bool with_bias = terms == AffineTerms::Bias || terms == AffineTerms::WeightAndBias;
   SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.n << " ld " << s.ld << (with_weight ? " with weight" : "")
                                     << (with_bias ? " with bias" : "") << " x in [" << lo << ", " << hi << "]");
   Padded x(dt, s), q(DType::E4M3, s);
@@ -488,11 +495,11 @@ TEST_P(NormForwardGpu, QuantizesToFp8) {
     // compiled for that case alone (vector access, rows in registers).
     // Rows around 0 and rows far from it (LayerNorm's affine in two forms: |mean·rstd| <= 16 or not),
     // with each combination of weight and bias.
-    for (const auto& [with_weight, with_bias, lo, hi] :
-         {std::tuple{true, true, -3.0f, 3.0f}, std::tuple{true, false, -3.0f, 3.0f},
-          std::tuple{true, true, 100.0f, 104.0f}, std::tuple{true, false, 100.0f, 104.0f},
-          std::tuple{false, false, -3.0f, 3.0f}, std::tuple{false, true, 100.0f, 104.0f}})
-      check_quantize(kind, dt, s, seed, with_weight, with_bias, lo, hi);
+    for (const auto& [terms, lo, hi] :
+         {std::tuple{AffineTerms::WeightAndBias, -3.0f, 3.0f}, std::tuple{AffineTerms::Weight, -3.0f, 3.0f},
+          std::tuple{AffineTerms::WeightAndBias, 100.0f, 104.0f}, std::tuple{AffineTerms::Weight, 100.0f, 104.0f},
+          std::tuple{AffineTerms::None, -3.0f, 3.0f}, std::tuple{AffineTerms::Bias, 100.0f, 104.0f}})
+      check_quantize(kind, dt, s, seed, terms, lo, hi);
   }
 }
 
@@ -532,11 +539,11 @@ TEST_P(NormForwardGpu, QuantizesManyRowsPerGroup) {
                          Shape{149, 61440, 61440}, Shape{201, 65536, 65536}, Shape{71, 131072, 131072},
                          Shape{37, 262144, 262144}}) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
-    check_quantize(kind, dt, s, seed, true, true, -3.0f, 3.0f);
-    check_quantize(kind, dt, s, seed + 7, false, true, 100.0f, 104.0f);
+    check_quantize(kind, dt, s, seed, AffineTerms::WeightAndBias, -3.0f, 3.0f);
+    check_quantize(kind, dt, s, seed + 7, AffineTerms::Bias, 100.0f, 104.0f);
     if (kind == NormKind::RmsNorm && s.n >= 18432) {
-      check_quantize(kind, dt, s, seed + 13, true, false, -3.0f, 3.0f);
-      check_quantize(kind, dt, s, seed + 17, false, false, 100.0f, 104.0f);
+      check_quantize(kind, dt, s, seed + 13, AffineTerms::Weight, -3.0f, 3.0f);
+      check_quantize(kind, dt, s, seed + 17, AffineTerms::None, 100.0f, 104.0f);
     }
   }
 }
@@ -554,7 +561,7 @@ TEST_P(NormForwardGpu, QuantizesUnderAnSmLimit) {
   for (const Shape& s : {Shape{1001, 2048, 2048}, Shape{777, 4096, 4096}, Shape{301, 16384, 16384},
                          Shape{67, 65536, 65536}, Shape{19, 131072, 131072}}) {
     if (!supported<device::QuantizingRows>(dt, s)) continue;
-    check_quantize(kind, dt, s, seed, true, true, -3.0f, 3.0f);
+    check_quantize(kind, dt, s, seed, AffineTerms::WeightAndBias, -3.0f, 3.0f);
   }
 }
 
