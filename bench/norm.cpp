@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "fusekit/buffer.hpp"
+#include "fusekit/dtype.hpp"
 #include "fusekit/eager_rows.hpp"
 #include "fusekit/error.hpp"
 #include "fusekit/norm.hpp"
@@ -28,7 +29,6 @@ namespace {
 
 constexpr std::int64_t kSweepFirst = 512, kSweepLast = 262144;
 constexpr float kEps = 1e-5f;
-constexpr double kE4m3Max = 448.0;  // the largest finite e4m3 value
 // The per-tensor fp8 rung's scale: this much above the checked rows' max |y| / 448, as a delayed
 // scaling recipe's amax history leaves room. The unchecked rows of these uniform inputs reach a
 // few percent past the checked rows' max at most, and the rung's check fails if any row reaches

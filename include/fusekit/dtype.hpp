@@ -15,8 +15,7 @@ enum class DType : std::uint8_t {
   U8,    // raw bytes: bit masks (e.g. cuBLASLt's ReLU aux mask)
 };
 
-inline constexpr DType kAllDTypes[] = {DType::F32, DType::F16, DType::BF16,
-                                       DType::E4M3, DType::E5M2, DType::U8};
+inline constexpr float kE4m3Max = 448.0f;  // the largest finite e4m3 value
 
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {

@@ -214,6 +214,11 @@ bool tensor_sums_pay(const DeviceInfo& device) {
 // LayerNorm → e4m3 2723 → 3499, 2983 → 3727 at 18432 / 20480; RMSNorm → e4m3 3390 → 4102 at
 // 20480, and 3233 → 3916 at 18432 (read again from L2 before).
 constexpr ColumnRange kLayerNormFp8NativeDense{18432, 20480}, kRmsNormFp8NativeDense{18432, 20480};
+// The shared memory of a CTA of two such groups with two row buffers each, past which they take
+// one each (eight_form): the staged norms' 200 KB, under which the measurements above ran.
+// LayerNorm → e4m3 with weight and bias at 18432 columns (216 KB with two buffers) takes one;
+// kPersistentQuantizeSharedBytes (224 KB) would give it two.
+constexpr std::size_t kDenseTwoBufferSharedBytes = 200 * 1024;
 
 // Where eight chunks per thread split each row over a cluster of two CTAs (kPairCtas, the weight
 // and bias as bf16; one group of 9–16 warps per SM) past 32768 columns (LayerNorm: where its rows
@@ -302,8 +307,10 @@ ThreadChunks quantize_chunks(const NormForwardJob& job, std::int64_t n) {
 // split kernels' 3.6 KB with the cluster exchange, whose half rows take at most 192 KB).
 constexpr std::size_t kPersistentQuantizeSharedBytes = 224 * 1024;
 
-// The layout of bf16 rows of n columns on eight chunks per thread: one CTA up to 32768 columns
-// (wide_eight: past them), clusters past them (sliced_rows: of kSliceThreads each).
+// The layout of bf16 rows of n columns on eight chunks per thread: clusters of CTAs of
+// kSliceThreads (sliced_rows) or kLongSliceThreads (long_sliced_rows), one CTA of up to
+// kMaxRowThreads (wide_eight), else QuantizingRows8's: one CTA up to 32768 columns, a cluster of
+// two (kPairCtas) past them.
 device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) {
   if (sliced_rows(job, n))
     return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas(),
@@ -317,19 +324,26 @@ device::RowLayout eight_chunk_layout(const NormForwardJob& job, std::int64_t n) 
   return device::plan_rows<device::QuantizingRows8>(n, sizeof(__nv_bfloat16), rows::max_cluster_ctas());
 }
 
+// The register cap of norm_quantize_persistent_kernel's eight-chunk rows (eight_form).
+enum class EightRegisters : std::uint8_t {
+  ByFormat,  // by the affine format and the row length (launch)
+  Dense,     // kEightDenseRegisters (the bf16-affine kernels)
+  Packed,    // packed_rms: NormForms::RmsNormUnbiased at kPackedRegisters
+};
 // How norm_quantize_persistent_kernel's eight-chunk rows of `layout` keep the weight and bias, and
 // how many row buffers their groups take, by the columns each CTA holds (split rows: bf16 always).
 struct EightForm {
   device::AffineFormat affine;
   device::RowBuffers buffers;
-  bool dense;   // at kEightDenseRegisters (the bf16-affine kernels)
-  bool packed;  // packed_rms: NormForms::RmsNormUnbiased at kPackedRegisters
-  std::size_t budget() const { return packed ? kPackedQuantizeSharedBytes : kPersistentQuantizeSharedBytes; }
+  EightRegisters registers;
+  std::size_t budget() const {
+    return registers == EightRegisters::Packed ? kPackedQuantizeSharedBytes : kPersistentQuantizeSharedBytes;
+  }
 };
 EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout) {
   const bool layer_norm = job.norm.kind == NormKind::LayerNorm;
   if (layout.cluster == 1 && packed_rms(job, layout.slice))
-    return {device::AffineFormat::Native, device::RowBuffers::One, false, true};
+    return {device::AffineFormat::Native, device::RowBuffers::One, EightRegisters::Packed};
   const ColumnRange& native = layer_norm ? kLayerNormFp8Native : kRmsNormFp8Native;
   const bool split = layout.cluster > 1;
   const ColumnRange& two_groups = layer_norm ? kLayerNormFp8NativeDense : kRmsNormFp8NativeDense;
@@ -338,13 +352,14 @@ EightForm eight_form(const NormForwardJob& job, const device::RowLayout& layout)
   const bool two_fit = device::PersistentQuantizeSmem<__nv_bfloat16>(layout.slice, job.norm.weight.data,
                                                                      job.norm.bias.data, kDenseGroups,
                                                                      device::AffineFormat::Native, device::RowBuffers::Two)
-                           .bytes() <= kStagedSharedBytes;
+                           .bytes() <= kDenseTwoBufferSharedBytes;
   // Slices (more CTAs per row than a pair): four CTAs per SM hold one row buffer each.
   const bool sliced = layout.cluster > kPairCtas;
   const bool one_buffer =
       (layer_norm && kLayerNormFp8OneBuffer.holds(layout.slice)) || (dense && !two_fit) || sliced;
   return {split || dense || native.holds(layout.slice) ? device::AffineFormat::Native : device::AffineFormat::Float,
-          one_buffer ? device::RowBuffers::One : device::RowBuffers::Two, dense, false};
+          one_buffer ? device::RowBuffers::One : device::RowBuffers::Two,
+          dense ? EightRegisters::Dense : EightRegisters::ByFormat};
 }
 
 // The shared bytes of norm_quantize_persistent_kernel's CTA of one group of `layout`'s rows.
@@ -485,6 +500,8 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
           rows::launch_persistent(kernel, p.layout, shape.rows, p, stream, "norm_quantize_persistent_kernel",
                                   persistent_quantize_bytes<T>(a, p.layout, form.affine, form.buffers));
         };
+        static_assert(kPlainSlicesMinColumns == 7 * kSliceColumns && kLayerNormFp8Slices.last == 8 * kSliceColumns,
+                      "a kernel for each cluster of plain slices");
         switch (p.layout.cluster) {
           case 7: return go_slices(std::integral_constant<int, 7>{});
           case 8: return go_slices(std::integral_constant<int, 8>{});
@@ -502,7 +519,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
   if (persistent) {
     // Persistent CTAs with the weight, the bias and two rows in shared memory, in CTAs narrow
     // enough that every plane fits; one row buffer where two do not fit even in 16-CTA clusters
-    // (f32 LayerNorm rows of 262144).
+    // (f32 RMSNorm rows of 262144 with a bias).
     using Config = device::StagedNormRows;
     std::size_t bytes = 0;
     for (p.row_buffers = device::kStagedRowBuffers; p.row_buffers >= 1; --p.row_buffers) {
@@ -589,17 +606,17 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
                 default: require(false, "x row slices", "5 to 8 CTAs of a cluster", p.layout.cluster);
               }
             }
-            if (form.packed)
+            if (form.registers == EightRegisters::Packed)
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                            RowBuffers::One, kPackedRegisters, 1,
                                                                            device::NormForms::RmsNormUnbiased>,
                                    form.affine, form.buffers);
             constexpr int kDense = device::kEightDenseRegisters;
-            if (form.dense && form.buffers == RowBuffers::One)
+            if (form.registers == EightRegisters::Dense && form.buffers == RowBuffers::One)
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                            RowBuffers::One, kDense>,
                                    form.affine, form.buffers);
-            if (form.dense)
+            if (form.registers == EightRegisters::Dense)
               return go_persistent(device::norm_quantize_persistent_kernel<T, Eight, Access::Whole, AffineFormat::Native,
                                                                            RowBuffers::Two, kDense>,
                                    form.affine, form.buffers);
@@ -652,7 +669,7 @@ void launch(const NormForwardJob& job, const rows::RowShape& shape, cudaStream_t
       }
     }
   }
-  rows::with_placement<true>(access, residence, [&](auto kAccess, auto kResidence) {
+  rows::with_placement<rows::Residences::RegistersSharedReread>(access, residence, [&](auto kAccess, auto kResidence) {
     using Config = rows::ResidentConfig<NormConfig<T, Out>, kAccess, kResidence>;
     p.layout = kResidence() == device::Residence::Reread
                    ? device::plan_reread_rows(shape.n, static_cast<int>(dtype_size(a.x.dtype)), reread_packing(job))

@@ -1,7 +1,8 @@
 #pragma once
 // Host side of the row kernels (norms, softmax): argument checks they share, the row layout of a
 // tensor, the vector-or-scalar access decision, and the launch (with a cluster when a row is
-// split over CTAs). Included by src/norm/*.cu and src/softmax/*.cu only.
+// split over CTAs). Included by src/norm/*.cu, src/softmax/*.cu and
+// src/pointwise/pointwise_chain.cu (for vector_aligned) only.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -173,14 +174,21 @@ void with_access(device::Access access, F&& f) {
   f(std::integral_constant<Access, Access::Scalar>{});
 }
 
+// Which residence variants a kernel family is compiled for.
+enum class Residences : std::uint8_t {
+  RegistersShared,        // softmax
+  RegistersSharedReread,  // the norm forward (device/row/reread_row_tile.cuh)
+};
+
 // Calls f(std::integral_constant<Residence, residence>{}); Reread only for kernel families that
-// have reread kernels (kRereads: the norm forward's).
-template <bool kRereads, class F>
+// have reread kernels (Residences::RegistersSharedReread).
+template <Residences kResidences, class F>
 void with_residence(device::Residence residence, F&& f) {
   switch (residence) {
     case device::Residence::Shared: return f(std::integral_constant<device::Residence, device::Residence::Shared>{});
     case device::Residence::Reread:
-      if constexpr (kRereads) return f(std::integral_constant<device::Residence, device::Residence::Reread>{});
+      if constexpr (kResidences == Residences::RegistersSharedReread)
+        return f(std::integral_constant<device::Residence, device::Residence::Reread>{});
       else throw Error(ErrorKind::Unsupported, "rows read twice: not for this kernel family");
     case device::Residence::Registers:
       return f(std::integral_constant<device::Residence, device::Residence::Registers>{});
@@ -189,10 +197,10 @@ void with_residence(device::Residence residence, F&& f) {
 
 // Calls f(access, residence) as constants for the kernels that exist: rows staged in shared
 // memory or reread are read as whole (or shifted) vectors only.
-template <bool kRereads = false, Accesses kAccesses = Accesses::VectorScalar, class F>
+template <Residences kResidences = Residences::RegistersShared, Accesses kAccesses = Accesses::VectorScalar, class F>
 void with_placement(device::Access access, device::Residence residence, F&& f) {
   with_access<kAccesses>(access, [&](auto kAccess) {
-    with_residence<kRereads>(residence, [&](auto kResidence) {
+    with_residence<kResidences>(residence, [&](auto kResidence) {
       if constexpr (kAccess() != device::Access::Scalar || kResidence() == device::Residence::Registers)
         f(kAccess, kResidence);
     });

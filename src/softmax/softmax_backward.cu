@@ -17,6 +17,10 @@ namespace {
 // Rows split over a cluster (vector access) run softmax_backward_cluster_kernel on persistent
 // clusters, each a block of consecutive rows: two-chunk CTAs (two rows per push) while their
 // cluster stays within device::kMaxTwoChunkCluster, four-chunk CTAs (one row per push) beyond.
+// The rows whose dot products go per push (the kernel's kExchangeRows; kExchangeGroupsStaged
+// groups of them staged, y and dy): two on two-chunk CTAs (16 KB planes), one on the wide CTAs
+// (32 KB planes), 192 KB of shared memory either way at 512 threads.
+constexpr int kTwoChunkExchangeRows = 2, kWideExchangeRows = 1;
 template <class T>
 void launch_clustered(device::SoftmaxBackwardParams p, std::int64_t n, DType dtype, cudaStream_t stream) {
   constexpr const char* kName = "softmax_backward_cluster_kernel";
@@ -32,12 +36,12 @@ void launch_clustered(device::SoftmaxBackwardParams p, std::int64_t n, DType dty
   const device::RowLayout two = device::plan_rows<LoopingTwoTensorRows>(n, static_cast<int>(dtype_size(dtype)),
                                                                         rows::max_cluster_ctas());
   if (!device::takes_wide_clusters(two)) {
-    run(device::softmax_backward_cluster_kernel<T, LoopingTwoTensorRows, 2>, two,
-        device::softmax_backward_cluster_bytes<T, LoopingTwoTensorRows, 2>(two));
+    run(device::softmax_backward_cluster_kernel<T, LoopingTwoTensorRows, kTwoChunkExchangeRows>, two,
+        device::softmax_backward_cluster_bytes<T, LoopingTwoTensorRows, kTwoChunkExchangeRows>(two));
   } else {
     const device::RowLayout wide = rows::plan<WideClusterRows>("y", n, dtype);
-    run(device::softmax_backward_cluster_kernel<T, WideClusterRows, 1>, wide,
-        device::softmax_backward_cluster_bytes<T, WideClusterRows, 1>(wide));
+    run(device::softmax_backward_cluster_kernel<T, WideClusterRows, kWideExchangeRows>, wide,
+        device::softmax_backward_cluster_bytes<T, WideClusterRows, kWideExchangeRows>(wide));
   }
 }
 

@@ -27,16 +27,17 @@ void launch(const SoftmaxForwardArgs& a, const rows::RowShape& shape, cudaStream
   const device::Access access = rows::shifted_access_for(device::kChunkBytes / sizeof(T), shape.n, {&a.x, &a.y});
   const bool plain = a.causal == Causal::No && p.scale_log2 > 0.0f;
   const device::Residence residence = rows::residence_for(access, shape.n, a.x.dtype, device::kSharedSoftmaxMinChunks);
-  rows::with_placement<false, rows::Accesses::VectorScalarShifted>(access, residence, [&](auto kAccess, auto kResidence) {
-    using Config = rows::ResidentConfig<device::OneTensorRows, kAccess, kResidence>;
-    p.layout = rows::plan<Config>("x", shape.n, a.x.dtype, device::kPreferredRowThreads, kAccess);
-    const auto go = [&](auto kernel) {
-      rows::launch(kernel, p.layout, shape.rows, p, stream, "softmax_forward_kernel",
-                   rows::shared_bytes<kResidence, T, Config>(p.layout));
-    };
-    if (plain) go(device::softmax_forward_kernel<T, Config, kAccess, kResidence, device::SoftmaxLogits::Plain>);
-    else go(device::softmax_forward_kernel<T, Config, kAccess, kResidence, device::SoftmaxLogits::General>);
-  });
+  rows::with_placement<rows::Residences::RegistersShared, rows::Accesses::VectorScalarShifted>(
+      access, residence, [&](auto kAccess, auto kResidence) {
+        using Config = rows::ResidentConfig<device::OneTensorRows, kAccess, kResidence>;
+        p.layout = rows::plan<Config>("x", shape.n, a.x.dtype, device::kPreferredRowThreads, kAccess);
+        const auto go = [&](auto kernel) {
+          rows::launch(kernel, p.layout, shape.rows, p, stream, "softmax_forward_kernel",
+                       rows::shared_bytes<kResidence, T, Config>(p.layout));
+        };
+        if (plain) go(device::softmax_forward_kernel<T, Config, kAccess, kResidence, device::SoftmaxLogits::Plain>);
+        else go(device::softmax_forward_kernel<T, Config, kAccess, kResidence, device::SoftmaxLogits::General>);
+      });
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdint>
+
 #include "bench/attention.hpp"
 #include "fusekit/runtime.hpp"
 #include "tools/fusekit/commands.hpp"
@@ -11,13 +13,21 @@
 namespace fusekit::tools {
 
 namespace {
+constexpr double kFlopsPerGflop = 1e9;
+
+// Which cases the ladders run: one mode, as --sweep and --varlen exclude each other.
+enum class AttentionLadderMode : std::uint8_t {
+  OneShape,  // --seqlen, --causal
+  Sweep,     // --sweep: S = 512 … 16384, causal and not
+  Varlen,    // --varlen: sequences of mixed lengths
+};
+
 struct AttentionBenchArgs {
   std::int64_t seqlen = bench::AttentionBenchOptions{}.seqlen;
   std::vector<std::int64_t> head_dims = {bench::AttentionBenchOptions{}.head_dim};
   bool causal = false;
   std::string dtype = "bf16";
-  bool sweep = false;
-  bool varlen = false;
+  AttentionLadderMode mode = AttentionLadderMode::OneShape;
   CommonBenchOptions common;
 };
 }  // namespace
@@ -31,8 +41,10 @@ void add_bench_attention_command(CLI::App& bench, Commands& commands) {
       ->check(extent_range())->capture_default_str();
   sub->add_flag("--causal", args->causal, "causal mask (half the FLOPs)");
   sub->add_option("--dtype", args->dtype, "bf16 or f16")->capture_default_str();
-  sub->add_flag("--sweep", args->sweep, "S = 512 … 16384, causal and not (ignores --seqlen, --causal)");
-  sub->add_flag("--varlen", args->varlen, "16384 tokens as sequences of mixed lengths (ignores --seqlen)")
+  sub->add_flag_callback("--sweep", [args] { args->mode = AttentionLadderMode::Sweep; },
+                         "S = 512 … 16384, causal and not (ignores --seqlen, --causal)");
+  sub->add_flag_callback("--varlen", [args] { args->mode = AttentionLadderMode::Varlen; },
+                         "16384 tokens as sequences of mixed lengths (ignores --seqlen)")
       ->excludes("--sweep");
   add_common_bench_options(sub, args->common);
   commands.push_back({sub, [args] {
@@ -40,7 +52,7 @@ void add_bench_attention_command(CLI::App& bench, Commands& commands) {
     std::vector<bench::AttentionBenchOptions> cases;
     const auto scope = args->common.check ? bench::CheckScope::AllRows : bench::CheckScope::SampledRows;
     for (const std::int64_t d : args->head_dims) {
-      if (args->sweep) {
+      if (args->mode == AttentionLadderMode::Sweep) {
         for (const Causal causal : {Causal::No, Causal::Yes})
           for (const std::int64_t s : bench::attention_sweep_seqlens())
             cases.push_back({s, d, causal, dtype, scope, args->common.seed});
@@ -51,19 +63,21 @@ void add_bench_attention_command(CLI::App& bench, Commands& commands) {
     for (const auto& c : cases) {
       const std::int64_t b = bench::kAttentionTokens / c.seqlen, h = bench::kAttentionModelWidth / c.head_dim;
       const char* mask = c.causal == Causal::Yes ? " causal" : "";
-      if (args->varlen)
+      if (args->mode == AttentionLadderMode::Varlen)
         fmt::print("attention varlen {} H{} D{}{} {}: {:.1f} GFLOP\n", fmt::join(bench::kVarlenLengths, "+"), h,
-                   c.head_dim, mask, dtype_name(dtype), bench::attention_varlen_flops(h, c.head_dim, c.causal) / 1e9);
+                   c.head_dim, mask, dtype_name(dtype),
+                   bench::attention_varlen_flops(h, c.head_dim, c.causal) / kFlopsPerGflop);
       else
         fmt::print("attention B{} S{} H{} D{}{} {}: {:.1f} GFLOP\n", b, c.seqlen, h, c.head_dim, mask, dtype_name(dtype),
-                   bench::attention_flops(b, h, c.seqlen, c.head_dim, c.causal) / 1e9);
+                   bench::attention_flops(b, h, c.seqlen, c.head_dim, c.causal) / kFlopsPerGflop);
     }
     if (device_count() == 0) return no_device("bench attention");
     return run_ladders(
         [&] {
           std::vector<bench::LadderRun> ladders;
           for (const auto& c : cases)
-            ladders.push_back(args->varlen ? bench::make_attention_varlen_ladder(c) : bench::make_attention_ladder(c));
+            ladders.push_back(args->mode == AttentionLadderMode::Varlen ? bench::make_attention_varlen_ladder(c)
+                                                                        : bench::make_attention_ladder(c));
           return ladders;
         },
         args->common);

@@ -12,6 +12,8 @@
 namespace fusekit::tools {
 
 namespace {
+constexpr double kBytesPerMb = 1e6;
+
 struct RowBenchArgs {
   std::int64_t rows = bench::RowOpOptions{}.rows;
   std::int64_t cols = bench::RowOpOptions{}.cols;
@@ -40,7 +42,7 @@ void add_row_bench(CLI::App& bench, Commands& commands, const std::string& name,
     }
     for (const auto& [m, n] : shapes)
       fmt::print("{} {}x{} {}: {:.1f} MB minimum traffic\n", name, m, n, dtype_name(dtype),
-                 tensors * static_cast<double>(m * n) * static_cast<double>(dtype_size(dtype)) / 1e6);
+                 tensors * static_cast<double>(m * n) * static_cast<double>(dtype_size(dtype)) / kBytesPerMb);
     if (device_count() == 0) return no_device(fmt::format("bench {}", name));
     const auto scope = args->common.check ? bench::CheckScope::AllRows : bench::CheckScope::SampledRows;
     return run_ladders(

@@ -17,6 +17,7 @@
 #include "fusekit/device/row/row_tile.cuh"
 #include "fusekit/device/row/shared_row_tile.cuh"
 #include "fusekit/device/row/tile_of.cuh"
+#include "fusekit/dtype.hpp"
 #include "fusekit/norm.hpp"
 
 namespace fusekit::device {
@@ -51,7 +52,6 @@ struct NormLaunchBounds {
   static constexpr int kMinCtas = kCapped ? std::max(Config::kMinCtas, kQuantizingCtas) : Config::kMinCtas;
 };
 
-inline constexpr float kE4m3Max = 448.0f;
 inline constexpr float kFastDivisorMax = 0x1p126f;  // __fdividef's divisors
 // A LayerNorm mean² up to this many times the variance costs at most 4 of the variance's 24 bits
 // in Σh²/n − mean²; beyond, the row is reduced again around its mean.
@@ -426,29 +426,19 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
               f(i, c, d.h, y);
             });
       } else {
-        // The quantizing Any form on eight or more chunks per thread in registers (norm_quantize_kernel
-        // does the same) chains each chunk's weight
-        // and bias loads behind the previous chunk's result (an empty asm dependency on its
-        // address), so ptxas cannot hoist every chunk's loads to the top: their 64 registers
-        // spilled it at 96, and at 128 its CTAs were one per SM fewer.
-        // NOTE: measured on the H200 (session 19, LayerNorm → e4m3 bf16, GB/s): 2670 → 2767 at
-        // 2048 columns, 2312 → 2508 at 6144, 2659 → 2811 at 8192 (96 against 128 registers).
-        // Rows staged in shared memory with their weight and bias (norm_forward_staged_kernel)
-        // hold no chunk in registers: unchained, nothing spills there, and their shared loads
-        // overlap (RMSNorm → e4m3 at 131072 bf16 columns 1321 → 2420 GB/s, H200, session 41).
-        constexpr bool kChained = !std::is_same_v<T, Out> && kForms == NormForms::Any && Tile::kChunks >= 8 &&
-                                  Tile::kResidence == Residence::Registers;
+        // NOTE: no chunk's weight and bias loads here wait on the previous chunk's result: the
+        // quantizing Any form's rows in registers, whose hoisted loads spilled, run
+        // norm_quantize_row (device/norm/norm_quantize.cuh), which chains them; rows staged in
+        // shared memory with their weight and bias (norm_forward_staged_kernel) hold no chunk in
+        // registers, so their shared loads overlap (unchained: RMSNorm → e4m3 at 131072 bf16
+        // columns 1321 → 2420 GB/s, H200, session 41).
         const auto chunks = [&](auto folded) {
           constexpr bool kFolded = decltype(folded)::value;
           const float shift = -centre * row_scale;
-          [[maybe_unused]] float chain = 0.0f;
 #pragma unroll Tile::kUnroll
           for (int i = 0; i < Tile::kChunks; ++i) {
-            int c = Tile::column(at.slot, i);
+            const int c = Tile::column(at.slot, i);
             if (!chunk_in_row<kAccess>(c, n)) continue;
-            if constexpr (kChained) {
-              if (i > 0) asm volatile("" : "+r"(c) : "f"(chain));
-            }
             float y[kE];
             if constexpr (kFolded) affine_chunk<Terms, kAccess, AffineForm::Folded>(h.get(i), affine, i, c, shift, row_scale, y);
             else affine_chunk<Terms, kAccess>(h.get(i), affine, i, c, centre, row_scale, y);
@@ -456,7 +446,6 @@ __device__ inline void norm_forward_row(const NormForwardParams& p, const RowPos
 #pragma unroll
               for (int e = 0; e < kE; ++e) y[e] *= out_scale;
             }
-            if constexpr (kChained) chain = y[kE - 1];
             f(i, c, h.get(i), y);
           }
         };

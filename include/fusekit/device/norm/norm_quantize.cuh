@@ -406,10 +406,9 @@ __device__ __forceinline__ void norm_quantize_row(const NormForwardParams& p, st
         if (i > 0) at += Affine::step(slot);
       if (!chunk_in_row<kAccess>(c, n)) continue;
       // NOTE: each chunk's weight and bias loads wait on the previous chunk's y (an empty asm
-      // dependency on the column, or on the walk's offset), as the quantizing forms of
-      // norm_forward_row: with every chunk's loads hoisted above the first use, the kernel spilled
-      // at 80 registers. Two ahead (on the y before the last), a chunk's loads may be issued
-      // while the previous chunk computes, where the registers allow it.
+      // dependency on the column, or on the walk's offset): with every chunk's loads hoisted above
+      // the first use, the kernel spilled at 80 registers. Two ahead (on the y before the last), a
+      // chunk's loads may be issued while the previous chunk computes, where the registers allow it.
       const float after = kLoadsAhead == 2 ? chain_before : chain;
       if constexpr (Affine::kWalks) {
         if (i >= kLoadsAhead) asm volatile("" : "+r"(at) : "f"(after));

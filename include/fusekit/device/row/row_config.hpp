@@ -84,9 +84,8 @@ using QuantizingRows8 = RowConfig<8, kMaxRowThreads / 2>;
 // Rows held by few threads of many chunks each (one warp or less up to 4096 16-bit columns, in
 // CTAs of 128 threads): the row's fixed costs (the prologue, the reductions' shuffles and their
 // exchange through shared memory) spread over more elements per thread, and a row of one warp
-// reduces by shuffles alone. Eight chunks at up to 96 registers (five CTAs per SM; LayerNorm →
-// e4m3 fits by its chained loads, norm_forward.cuh); sixteen chunks at 128. Where each op takes
-// them: src/norm/norm_forward.cu (thread_chunks).
+// reduces by shuffles alone. Eight chunks at up to 96 registers (five CTAs per SM), sixteen at
+// 128. Where each op takes them: src/norm/norm_forward.cu (thread_chunks).
 using FewThreadRows8 = RowConfig<8, kMinBlockThreads, 5>;
 using FewThreadRows16 = RowConfig<16, kMinBlockThreads, 4>;
 
