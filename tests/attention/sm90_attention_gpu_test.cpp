@@ -74,7 +74,9 @@ TEST(Sm90AttentionPlan, AutoPicksSm90ForFixedLengthsOnly) {
   DeviceTensor packed_q(DType::BF16, {256, 2, 128}), packed_k(DType::BF16, {256, 2, 128});
   args.q = args.o = packed_q;
   args.k = args.v = packed_k;
-  const auto* offsets = static_cast<const std::int32_t*>(packed_q.data());  // never read by the plan
+  // Two int32 offsets of their own (no output may lie over them); never read by the plan.
+  DeviceTensor offsets_storage(DType::F32, {2});
+  const auto* offsets = static_cast<const std::int32_t*>(offsets_storage.data());
   args.varlen = VarlenBatch{offsets, offsets, 1, 256};
   report = plan_attention_forward(args);
   EXPECT_EQ(report.backend, AttentionBackend::Portable);
