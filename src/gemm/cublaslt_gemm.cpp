@@ -239,24 +239,24 @@ Shape validate(const GemmArgs& g) {
   check::disjoint("d", g.d, "b", g.b, check::InPlace::Forbidden);
   check::disjoint("d", g.d, "c", g.c, check::InPlace::Allowed);
   check::disjoint("aux", g.aux, "d", g.d, check::InPlace::Forbidden);
-  // Every other pair with an output shares no byte either: a bias gradient, an aux output and
-  // the amax are written while the operands are read, and d is written while the bias is.
+  // Every other pair with an output shares no byte either: d is written while the bias and the
+  // scales are read, and a bias gradient, an aux output and the amax while every other argument
+  // is read or written.
   const TensorView a_scale = check::scalar_view(g.fp8.a_scale), b_scale = check::scalar_view(g.fp8.b_scale);
   const TensorView d_scale = check::scalar_view(g.fp8.d_scale), amax_d = check::scalar_view(g.fp8.amax_d);
-  const std::initializer_list<check::NamedView> scales{
-      {"fp8.a_scale", &a_scale}, {"fp8.b_scale", &b_scale}, {"fp8.d_scale", &d_scale}};
+  check::disjoint_from_each("d", g.d, {{"bias", &g.bias}, {"fp8.a_scale", &a_scale}, {"fp8.b_scale", &b_scale},
+                                       {"fp8.d_scale", &d_scale}});
   const TensorView none;
-  const TensorView* const aux_out =
-      ar == AuxRole::ReluMaskOutput || ar == AuxRole::PreactOutput ? &g.aux : &none;
-  const TensorView* const bias_out = br == BiasRole::GradOutput ? &g.bias : &none;
-  for (const auto& [arg, out] : {check::NamedView{"d", &g.d}, check::NamedView{"aux", aux_out},
-                                 check::NamedView{"bias", bias_out}, check::NamedView{"fp8.amax_d", &amax_d}}) {
-    check::disjoint_from_each(arg, *out, scales);
-    if (out != &g.d) check::disjoint_from_each(arg, *out, {{"a", &g.a}, {"b", &g.b}, {"c", &g.c}, {"d", &g.d}});
-  }
-  check::disjoint("d", g.d, "bias", g.bias, check::InPlace::Forbidden);
-  check::disjoint_from_each("aux", *aux_out, {{"bias", &g.bias}, {"fp8.amax_d", &amax_d}});
-  check::disjoint_from_each("bias", *bias_out, {{"aux", &g.aux}, {"fp8.amax_d", &amax_d}});
+  const bool aux_written = ar == AuxRole::ReluMaskOutput || ar == AuxRole::PreactOutput;
+  for (const auto& [arg, out] : {check::NamedView{"aux", aux_written ? &g.aux : &none},
+                                 check::NamedView{"bias", br == BiasRole::GradOutput ? &g.bias : &none},
+                                 check::NamedView{"fp8.amax_d", &amax_d}})
+    for (const auto& [other_arg, other] :
+         {check::NamedView{"a", &g.a}, check::NamedView{"b", &g.b}, check::NamedView{"c", &g.c},
+          check::NamedView{"d", &g.d}, check::NamedView{"bias", &g.bias}, check::NamedView{"aux", &g.aux},
+          check::NamedView{"fp8.a_scale", &a_scale}, check::NamedView{"fp8.b_scale", &b_scale},
+          check::NamedView{"fp8.d_scale", &d_scale}, check::NamedView{"fp8.amax_d", &amax_d}})
+      if (other != out) check::disjoint(arg, *out, other_arg, *other, check::InPlace::Forbidden);
   // Last, the checks that ask the driver: every pointer is device memory of this device.
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"c", &g.c}, {"d", &g.d}, {"bias", &g.bias},
                          {"aux", &g.aux}})
