@@ -292,7 +292,7 @@ struct DeferredGemm {
     auto thread_store = tiled_store.get_slice(mma_thread_idx);
     // The accumulators in the order the stores take them (value i of x lands where the store's
     // partition of H puts value i), and the (row, column) of each from the TiledMma that produced
-    // them: tests/gemm/sm90_deferred_handoff_gpu_test.cu checks the two orders agree.
+    // them: tests/device/gemm/sm90_deferred_handoff_gpu_test.cu checks the two orders agree.
     Tensor acc_in_order = thread_store.retile_S(acc);
     Tensor coords = thread_store.retile_S(
         TiledMma{}.get_slice(mma_thread_idx).partition_C(make_identity_tensor(take<0, 2>(TileShape{}))));

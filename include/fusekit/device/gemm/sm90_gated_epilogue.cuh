@@ -127,7 +127,7 @@ class Sm90GatedEpilogue : public OutputEpilogue {
   // gated(v, m) = pair(acc(v, m), acc(v + half the n8 groups, m)). Both fragments are wgmma
   // accumulators: mode 0 is (column pair, row +8, n8 group), mode 1 the atoms along M, mode 2
   // the atoms along N, which must be one so that a thread holds both halves of the tile's N.
-  // Host-callable so that tests/gemm/sm90_gated_fragment_gpu_test.cu checks it on CuTe layouts.
+  // Host-callable so that tests/device/gemm/sm90_gated_fragment_gpu_test.cu checks it on CuTe layouts.
   template <class AccEngine, class AccLayout, class GatedEngine, class GatedLayout>
   CUTLASS_HOST_DEVICE static void pair_halves(cute::Tensor<AccEngine, AccLayout> const& acc,
                                          cute::Tensor<GatedEngine, GatedLayout>& gated) {
