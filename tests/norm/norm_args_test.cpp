@@ -1,4 +1,4 @@
-// Argument validation of the fused norms and softmax, which runs before any device access: each
+// Argument validation of the fused norms, which runs before any device access: each
 // bad argument is rejected with an InvalidArgument error that names it. No GPU needed (the
 // pointers are never dereferenced).
 #include <gtest/gtest.h>
@@ -9,7 +9,6 @@
 #include "fusekit/error.hpp"
 #include "fusekit/norm.hpp"
 #include "fusekit/norm_quantize.hpp"
-#include "fusekit/softmax.hpp"
 #include "support/expect_error.hpp"
 #include "support/fake_pointer.hpp"
 
@@ -180,22 +179,11 @@ TEST(NormArgs, RejectsOutputsOverlappingAnyOtherArgument) {
   expect_error([&] { norm_quantize_forward(q); }, "amax: expected memory disjoint from scale");
 }
 
-TEST(SoftmaxArgs, RejectsEachBadArgumentByName) {
-  const auto x = TensorView::contiguous(kFake, DType::F16, {4, 64});
-  expect_error([&] { softmax_forward({x, TensorView::contiguous(kFake, DType::F32, {4, 64})}); }, "y dtype");
-  expect_error([&] { softmax_forward({x, TensorView::contiguous(kFake, DType::F16, {4, 64, 1})}); }, "y shape");
-  expect_error([&] { softmax_forward({x, x, NAN}); }, "scale");
-  expect_error([&] { softmax_forward({TensorView::contiguous(kFake, DType::U8, {4, 64}), x}); }, "x dtype");
-}
-
 // Rows must be unit-stride: a strided innermost dimension is refused, naming the tensor, by every
-// forward row op; an output may be its input's exact view, never a shifted one.
-TEST(RowForwardArgs, RejectStridedRowsAndShiftedOutputs) {
+// forward norm (softmax's own: tests/softmax/softmax_args_test.cpp).
+TEST(NormArgs, RejectStridedRows) {
   auto strided = TensorView::contiguous(kFake, DType::BF16, {8, 64});
   strided.strides = {128, 2, 0, 0};
-  const auto x = TensorView::contiguous(kFake, DType::BF16, {8, 64});
-  expect_error([&] { softmax_forward({strided, x}); }, "x innermost stride");
-  expect_error([&] { softmax_forward({x, strided}); }, "y innermost stride");
   AddNormForwardArgs r;
   r.norm = valid_norm();
   r.residual = strided;
@@ -207,10 +195,6 @@ TEST(RowForwardArgs, RejectStridedRowsAndShiftedOutputs) {
   q.norm.y.strides = {128, 2, 0, 0};
   q.scale = TensorView::contiguous(testing::fake_address(2), DType::F32, {1});
   expect_error([&] { norm_quantize_forward(q); }, "y innermost stride");
-  // softmax in place through x's view, never a shifted one
-  const auto y = TensorView::contiguous(testing::fake_address(1, 128), DType::BF16, {8, 64});
-  expect_error([&] { softmax_forward({TensorView::contiguous(testing::fake_address(1), DType::BF16, {8, 64}), y}); },
-               "y: expected memory disjoint from x, or x's exact view");
 }
 
 }  // namespace
