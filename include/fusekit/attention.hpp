@@ -57,7 +57,10 @@ struct AttentionForwardArgs {
   std::optional<VarlenBatch> varlen;
   AttentionBackend backend = AttentionBackend::Auto;  // requested kernel
   // SMs the Hopper kernel's persistent grid leaves free (e.g. for a concurrent communication
-  // kernel): it takes at most SMs − sm_margin CTAs. 0 … SMs − 1; the portable kernel ignores it.
+  // kernel): it takes at most SMs − sm_margin CTAs. 0 … SMs − 1 where the Hopper kernel runs.
+  // The portable kernel's grid (a CTA per query tile) cannot leave SMs free: backend Portable
+  // takes only 0, and Auto, where it picks the portable kernel, runs without the margin, so that
+  // one call serves every GPU.
   int sm_margin = 0;
 };
 

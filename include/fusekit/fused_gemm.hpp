@@ -67,7 +67,9 @@ class FusedGemmHandle {
   std::unique_ptr<Impl> impl_;
 };
 
-// Which backend `fused_gemm` would run for these arguments, and why (no launch).
+// Checks every argument fused_gemm checks without a device (InvalidArgument naming it), then says
+// which backend `fused_gemm` would run and why (no launch). Where the tensors lie is not asked:
+// a plan reads no memory. A requested backend that cannot run them is ErrorKind::Unsupported.
 FusedGemmReport plan_fused_gemm(const FusedGemmArgs& args, GemmBackend requested = GemmBackend::Auto);
 
 // Validates every argument, then launches one fused kernel. Throws fusekit::Error before any

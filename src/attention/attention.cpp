@@ -130,6 +130,10 @@ Checked check_arguments(const AttentionForwardArgs& a) {
   require(a.backend == AttentionBackend::Auto || a.backend == AttentionBackend::Portable ||
               a.backend == AttentionBackend::Sm90,
           "backend", "Auto, Portable or Sm90", static_cast<int>(a.backend));
+  // NOTE: the portable kernel's grid is one CTA per query tile, not persistent: it cannot leave
+  // SMs free, so a margin asked of it by name is refused rather than silently dropped.
+  require(a.backend != AttentionBackend::Portable || a.sm_margin == 0, "sm_margin",
+          "0 with backend Portable (its grid is not persistent: it cannot leave SMs free)", a.sm_margin);
 
   c.sequences = q.batch;
   c.seqlen_q = q.seqlen;
@@ -208,12 +212,20 @@ std::string sm90_device_blocker() {
   return "";
 }
 
+// The Hopper kernel's persistent grid must keep at least one SM. The bound is the device's: checked
+// once the kernel is chosen for it, in the plan too, before any pointer is asked about.
+void check_sm_margin(const AttentionForwardArgs& a) {
+  const int sms = current_device_info().sm_count;
+  require(a.sm_margin < sms, "sm_margin", "below the GPU's " + std::to_string(sms) + " SMs", a.sm_margin);
+}
+
 AttentionReport choose_backend(const AttentionForwardArgs& a, const Checked& c) {
   switch (a.backend) {
     case AttentionBackend::Portable: return {AttentionBackend::Portable, "requested"};
     case AttentionBackend::Sm90: {
       for (const std::string& why : {sm90_feature_blocker(a, c), sm90_device_blocker()})
         if (!why.empty()) throw Error(ErrorKind::Unsupported, "attention backend sm90: " + why);
+      check_sm_margin(a);
       return {AttentionBackend::Sm90, "requested"};
     }
     case AttentionBackend::Auto: break;
@@ -222,6 +234,7 @@ AttentionReport choose_backend(const AttentionForwardArgs& a, const Checked& c) 
   // portable kernel at every head dim and mask measured (docs/performance.md: 1.4–1.9× at S = 4096).
   for (const std::string& why : {sm90_device_blocker(), sm90_feature_blocker(a, c)})
     if (!why.empty()) return {AttentionBackend::Portable, why};
+  check_sm_margin(a);
   return {AttentionBackend::Sm90, "an sm_90 GPU and fixed sequence lengths: the Hopper kernel"};
 }
 
@@ -270,8 +283,6 @@ AttentionReport attention_forward(const AttentionForwardArgs& a, cudaStream_t st
   if (info.cc_major < kMinMajor)
     throw Error(ErrorKind::Unsupported, "attention_forward needs sm_80 or newer, this GPU is sm_" +
                                             std::to_string(info.cc_major * 10 + info.cc_minor));
-  require(a.sm_margin < info.sm_count, "sm_margin", "below the GPU's " + std::to_string(info.sm_count) + " SMs",
-          a.sm_margin);
   if (c.sequences == 0 || c.seqlen_q == 0) return report;
 
   dev::FlashForwardParams p;

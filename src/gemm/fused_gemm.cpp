@@ -61,7 +61,11 @@ struct Shape {
   std::int64_t m, n, k;
 };
 
-Shape validate(const FusedGemmArgs& g) {
+// Every check of the arguments that needs no device: plan_fused_gemm's and fused_gemm's.
+Shape validate(const FusedGemmArgs& g, GemmBackend requested) {
+  require(requested == GemmBackend::Auto || requested == GemmBackend::CublasLt || requested == GemmBackend::Sm90 ||
+              requested == GemmBackend::Portable,
+          "backend", "Auto, CublasLt, Sm90 or Portable", static_cast<int>(requested));
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}}) {
     check::structure(name, *t);
     check::rank(name, *t, 2);
@@ -90,6 +94,11 @@ Shape validate(const FusedGemmArgs& g) {
   check::disjoint("d", g.d, "epilogue residual", g.tensors.residual, check::InPlace::Allowed);
   check::disjoint("d", g.d, "epilogue source", g.tensors.source, check::InPlace::Allowed);
   validate_disjoint(g.tensors, "d", g.d, {{"a", &g.a}, {"b", &g.b}});
+  return {m, n, k};
+}
+
+// Where the operands lie, a device query each: fused_gemm's only (a plan reads no memory).
+void check_on_device(const FusedGemmArgs& g) {
   for (auto [name, t] : {std::pair{"a", &g.a}, {"b", &g.b}, {"d", &g.d}, {"epilogue bias", &g.tensors.bias},
                          {"epilogue residual", &g.tensors.residual}, {"epilogue source", &g.tensors.source},
                          {"epilogue aux", &g.tensors.aux}, {"epilogue row_scale", &g.tensors.row_scale},
@@ -98,33 +107,10 @@ Shape validate(const FusedGemmArgs& g) {
   for (auto [name, ptr] : {std::pair<const char*, const float*>{"epilogue quant_scale", g.tensors.quant_scale},
                            {"epilogue amax", g.tensors.amax}})
     if (ptr != nullptr) check::on_current_device(name, ptr);
-  return {m, n, k};
 }
 
-}  // namespace
-
-std::string_view gemm_backend_name(GemmBackend b) {
-  switch (b) {
-    case GemmBackend::Auto: return "auto";
-    case GemmBackend::CublasLt: return "cublaslt";
-    case GemmBackend::Sm90: return "sm90";
-    case GemmBackend::Portable: return "portable";
-  }
-  return "?";
-}
-
-struct FusedGemmHandle::Impl {
-  GemmHandle cublaslt;
-  DeviceBuffer workspace;
-};
-
-FusedGemmHandle::FusedGemmHandle() : impl_(std::make_unique<Impl>()) {}
-FusedGemmHandle::~FusedGemmHandle() = default;
-
-FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
-  require(requested == GemmBackend::Auto || requested == GemmBackend::CublasLt || requested == GemmBackend::Sm90 ||
-              requested == GemmBackend::Portable,
-          "backend", "Auto, CublasLt, Sm90 or Portable", static_cast<int>(requested));
+// The backend for validated arguments, and why.
+FusedGemmReport choose_backend(const FusedGemmArgs& g, GemmBackend requested) {
   const auto lt = cublaslt_epilogue(g.epilogue);
   // Why cuBLASLt cannot run the chain on these operands, or "".
   const std::string lt_why = [&]() -> std::string {
@@ -189,10 +175,36 @@ FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
                           portable_why));
 }
 
+}  // namespace
+
+std::string_view gemm_backend_name(GemmBackend b) {
+  switch (b) {
+    case GemmBackend::Auto: return "auto";
+    case GemmBackend::CublasLt: return "cublaslt";
+    case GemmBackend::Sm90: return "sm90";
+    case GemmBackend::Portable: return "portable";
+  }
+  return "?";
+}
+
+struct FusedGemmHandle::Impl {
+  GemmHandle cublaslt;
+  DeviceBuffer workspace;
+};
+
+FusedGemmHandle::FusedGemmHandle() : impl_(std::make_unique<Impl>()) {}
+FusedGemmHandle::~FusedGemmHandle() = default;
+
+FusedGemmReport plan_fused_gemm(const FusedGemmArgs& g, GemmBackend requested) {
+  validate(g, requested);
+  return choose_backend(g, requested);
+}
+
 FusedGemmReport fused_gemm(FusedGemmHandle& handle, const FusedGemmArgs& g, GemmBackend requested,
                            cudaStream_t stream) {
-  const Shape s = validate(g);
-  const FusedGemmReport report = plan_fused_gemm(g, requested);
+  const Shape s = validate(g, requested);
+  check_on_device(g);
+  const FusedGemmReport report = choose_backend(g, requested);
   auto& h = handle.impl();
   if (report.backend == GemmBackend::CublasLt) {
     GemmArgs lt;

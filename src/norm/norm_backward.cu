@@ -30,6 +30,10 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 std::size_t aligned_bytes(std::size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
+// One gradient's partials: an [n] f32 row per CTA group.
+std::size_t partial_bytes_for(std::int64_t groups, std::int64_t n) {
+  return aligned_bytes(static_cast<std::size_t>(groups * n) * sizeof(float));
+}
 
 // How the rows are dealt to CTA groups: group k takes row steps [k·steps_per_group, …).
 struct RowBlocks {
@@ -41,9 +45,7 @@ struct RowBlocks {
   void (*kernel)(NormBackwardParams) = nullptr;
   std::size_t shared_bytes = 0;
   const char* name = "";
-  std::size_t partial_bytes(std::int64_t n) const {
-    return aligned_bytes(static_cast<std::size_t>(groups * n) * sizeof(float));
-  }
+  std::size_t partial_bytes(std::int64_t n) const { return partial_bytes_for(groups, n); }
 };
 
 // Whether rows of `layout` run norm_backward_staged_kernel: vector rows of one CTA of at most
@@ -173,6 +175,10 @@ ParamGrads param_grads(const NormBackwardArgs& a) {
   return a.dweight.empty() && a.dbias.empty() ? ParamGrads::None : ParamGrads::Wanted;
 }
 
+std::size_t workspace_bytes_of(const NormBackwardArgs& a) {
+  return static_cast<std::size_t>(a.workspace.numel()) * a.workspace.element_size();
+}
+
 rows::RowShape validate(const NormBackwardArgs& a) {
   require(a.kind == NormKind::LayerNorm || a.kind == NormKind::RmsNorm, "kind", "LayerNorm or RmsNorm",
           static_cast<int>(a.kind));
@@ -194,6 +200,14 @@ rows::RowShape validate(const NormBackwardArgs& a) {
     check::structure("workspace", a.workspace);
     require(a.workspace.is_contiguous(), "workspace layout", "packed", a.workspace.describe());
     check::aligned("workspace", a.workspace, kWorkspaceAlignment);
+    // NOTE: every plan deals the rows to at least one CTA group, and to exactly one below
+    // 2·kMinStepsPerGroup rows: the one group's partials are the least any device needs. The
+    // exact need follows from the occupancy queries and is checked before the launch.
+    const std::size_t one_group = 2 * partial_bytes_for(1, shape.n);
+    require(workspace_bytes_of(a) >= one_group, "workspace bytes",
+            "at least " + std::to_string(one_group) + " (one CTA group's partials; norm_backward_workspace_bytes "
+            "gives the need on the current device)",
+            workspace_bytes_of(a));
   }
   // Each row's dx is written after the row of x and dy is read (rows staged ahead are others):
   // in place through their views only.
@@ -269,7 +283,7 @@ void launch(const NormBackwardArgs& a, const rows::RowShape& shape, cudaStream_t
     device::NormColumnSumParams sums;
     if (param_grads(a) == ParamGrads::Wanted) {
       const std::size_t partial = blocks.partial_bytes(shape.n);
-      const std::size_t have = static_cast<std::size_t>(a.workspace.numel()) * a.workspace.element_size();
+      const std::size_t have = workspace_bytes_of(a);
       require(have >= 2 * partial, "workspace bytes", "at least norm_backward_workspace_bytes = " +
                                                           std::to_string(norm_backward_workspace_bytes(
                                                               shape.rows, shape.n, a.x.dtype)),

@@ -208,5 +208,17 @@ TEST(AttentionArgs, Sm90RequestOutsideItsCoverageIsUnsupported) {
   expect_error([&] { plan_attention_forward(a); }, "backend");
 }
 
+// The portable kernel's grid is not persistent: a margin of SMs asked of it by name is refused
+// before any device access. Auto takes one on every GPU (the Hopper kernel's, where it runs).
+TEST(AttentionArgs, SmMarginIsRefusedForThePortableKernel) {
+  auto a = valid();
+  a.backend = AttentionBackend::Portable;
+  a.sm_margin = 1;
+  expect_error([&] { plan_attention_forward(a); }, "sm_margin: expected 0 with backend Portable");
+  expect_error([&] { attention_forward(a); }, "sm_margin: expected 0 with backend Portable");
+  a.backend = AttentionBackend::Auto;
+  EXPECT_NO_THROW(plan_attention_forward(a));
+}
+
 }  // namespace
 }  // namespace fusekit

@@ -90,12 +90,13 @@ TEST(Sm90AttentionPlan, AutoPicksSm90ForFixedLengthsOnly) {
   }
 }
 
-// sm_margin must leave the kernel at least one SM: checked before any launch.
+// sm_margin must leave the kernel at least one SM: checked by the plan, before any launch.
 TEST(Sm90AttentionPlan, RejectsAnSmMarginOfEverySm) {
   FUSEKIT_REQUIRE_SM90();
   const SmallCall call;
   AttentionForwardArgs args = call.args();
   args.sm_margin = current_device_info().sm_count;
+  testing::expect_error([&] { plan_attention_forward(args); }, "sm_margin");
   testing::expect_error([&] { attention_forward(args); }, "sm_margin");
 }
 

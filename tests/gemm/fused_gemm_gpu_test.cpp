@@ -534,7 +534,7 @@ TEST(FusedGemm, AutoPicksCublasLtWhenItHasTheChainAndHopperOtherwise) {
   FUSEKIT_REQUIRE_GPU();
   const bool hopper = current_device_info().cc_major == 9;
   DeviceTensor a(DType::BF16, {64, 32}), b(DType::BF16, {48, 32}), d(DType::BF16, {64, 48});
-  DeviceTensor bias(DType::BF16, {48}), res(DType::BF16, {64, 48});
+  DeviceTensor bias(DType::BF16, {48}), res(DType::BF16, {64, 48}), aux(DType::BF16, {64, 48});
   FusedGemmArgs g{a, b, d, EpilogueSpec{}.bias().gelu_tanh(), {}};
   g.tensors.bias = bias;
   EXPECT_EQ(plan_fused_gemm(g).backend, GemmBackend::CublasLt);
@@ -553,7 +553,7 @@ TEST(FusedGemm, AutoPicksCublasLtWhenItHasTheChainAndHopperOtherwise) {
   EXPECT_EQ(r.backend, hopper ? GemmBackend::Sm90 : GemmBackend::Portable);
   EXPECT_NE(r.reason.find("bias → silu → residual"), std::string::npos) << r.reason;
   g.epilogue = EpilogueSpec{}.bias().store_aux().silu();
-  g.tensors.aux = d;
+  g.tensors.aux = aux;
   EXPECT_EQ(plan_fused_gemm(g).backend, GemmBackend::Portable) << "an aux store: no Hopper kernel";
   g.tensors.aux = {};
   // What no backend can run is refused with every reason: nine nodes, one more than the
@@ -571,17 +571,18 @@ TEST(FusedGemm, AutoPicksCublasLtWhenItHasTheChainAndHopperOtherwise) {
 
 // Auto's schedule for the residual chain on the Hopper kernel, in the report with its reason:
 // Deferred at K >= 2048 over >= 3 tiles an SM, Cooperative below either; a requested schedule
-// stays (plan_fused_gemm reads no memory: fake aligned pointers).
+// stays (plan_fused_gemm reads no memory: fake addresses, apart as its overlap checks ask).
 TEST(FusedGemm, AutoDefersTheLongResidualChainOnHopper) {
   FUSEKIT_REQUIRE_GPU();
   if (current_device_info().cc_major != 9) GTEST_SKIP() << "the Hopper kernel needs sm_90";
   const auto plan = [](std::int64_t m, std::int64_t n, std::int64_t k, Sm90Schedule schedule) {
+    // At most 8192 × 8192 bf16 (128 MiB) each: one slot apiece.
     FusedGemmArgs g;
-    g.a = TensorView::matrix(testing::fake_pointer(), DType::BF16, m, k, k);
-    g.b = TensorView::matrix(testing::fake_pointer(), DType::BF16, n, k, k);
-    g.d = TensorView::matrix(testing::fake_pointer(), DType::BF16, m, n, n);
+    g.a = TensorView::matrix(testing::fake_address(0), DType::BF16, m, k, k);
+    g.b = TensorView::matrix(testing::fake_address(1), DType::BF16, n, k, k);
+    g.d = TensorView::matrix(testing::fake_address(2), DType::BF16, m, n, n);
     g.epilogue = EpilogueSpec{}.bias().gelu_tanh().residual();
-    g.tensors.bias = TensorView::contiguous(testing::fake_pointer(), DType::BF16, {n});
+    g.tensors.bias = TensorView::contiguous(testing::fake_address(3), DType::BF16, {n});
     g.tensors.residual = g.d;
     g.schedule = schedule;
     return plan_fused_gemm(g);

@@ -1,7 +1,8 @@
 // fused_gemm's backend choice, without a device: which gate blocks the portable kernel takes, and
-// which operands it refuses (plan_fused_gemm reads no memory, so fake aligned pointers suffice).
+// which operands it refuses (plan_fused_gemm reads no memory, so fake aligned addresses suffice).
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 
 #include "fusekit/error.hpp"
@@ -13,15 +14,35 @@ namespace fusekit {
 namespace {
 
 using testing::expect_error;
-using testing::fake_pointer;
 
 constexpr std::int64_t kM = 64, kK = 32, kN = 1536;  // 2·block divides N for every block below
 
+// Fake operands laid out one after another, each from a fresh slot past the last one's bytes:
+// the plan checks that no output overlaps another argument, but reads no memory.
+class FakeMemory {
+ public:
+  TensorView matrix(DType dtype, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+    return take(TensorView::matrix(testing::fake_address(slot_), dtype, rows, cols, ld));
+  }
+  TensorView vector(DType dtype, std::int64_t n) {
+    return take(TensorView::contiguous(testing::fake_address(slot_), dtype, {n}));
+  }
+  const float* scalar() { return static_cast<const float*>(vector(DType::F32, 1).data); }
+
+ private:
+  TensorView take(const TensorView& t) {
+    slot_ += (t.span_bytes() + testing::kFakeSlotBytes - 1) / testing::kFakeSlotBytes;
+    return t;
+  }
+  std::size_t slot_ = 0;
+};
+
 FusedGemmArgs gated_args(std::int64_t block) {
+  FakeMemory mem;
   FusedGemmArgs g;
-  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
-  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
-  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN / 2, kN / 2);
+  g.a = mem.matrix(DType::BF16, kM, kK, kK);
+  g.b = mem.matrix(DType::BF16, kN, kK, kK);
+  g.d = mem.matrix(DType::BF16, kM, kN / 2, kN / 2);
   g.epilogue = EpilogueSpec{}.swiglu(block);
   return g;
 }
@@ -41,38 +62,43 @@ TEST(FusedGemmPlan, PortableTakesGateBlocksDividingOrMultiplesOfHalfItsTile) {
 // or more is refused before any launch, with the reason.
 TEST(FusedGemmPlan, PortableRefusesOperandsPast32BitOffsets) {
   constexpr std::int64_t kRows = std::int64_t{1} << 20, kWide = 4096;  // 2^32 elements
+  FakeMemory mem;
   FusedGemmArgs g;
-  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kRows, kWide, kWide);
-  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kM, kWide, kWide);
-  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kRows, kM, kM);
+  g.a = mem.matrix(DType::BF16, kRows, kWide, kWide);
+  g.b = mem.matrix(DType::BF16, kM, kWide, kWide);
+  g.d = mem.matrix(DType::BF16, kRows, kM, kM);
   expect_error([&] { plan_fused_gemm(g, GemmBackend::Portable); }, "32-bit element offsets", ErrorKind::Unsupported);
-  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kWide, kWide);  // the same call, small A
-  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kM, kM);
+  g.a = mem.matrix(DType::BF16, kM, kWide, kWide);  // the same call, small A
+  g.d = mem.matrix(DType::BF16, kM, kM, kM);
   EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Portable).backend, GemmBackend::Portable);
 }
 
 // The portable epilogue reads the bias 16 bytes at a time: a bias that does not start on a
 // 16-byte boundary is refused before any launch, naming it.
 TEST(FusedGemmPlan, PortableRefusesAMisalignedBias) {
+  FakeMemory mem;
   FusedGemmArgs g;
-  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
-  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
-  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN);
+  g.a = mem.matrix(DType::BF16, kM, kK, kK);
+  g.b = mem.matrix(DType::BF16, kN, kK, kK);
+  g.d = mem.matrix(DType::BF16, kM, kN, kN);
   g.epilogue = EpilogueSpec{}.bias().gelu_tanh();
+  g.tensors.bias = mem.vector(DType::BF16, kN);
+  void* const aligned = g.tensors.bias.data;
   constexpr std::size_t kOneElement = 2;  // bytes of a bf16
-  g.tensors.bias = TensorView::contiguous(static_cast<char*>(fake_pointer()) + kOneElement, DType::BF16, {kN});
+  g.tensors.bias.data = static_cast<char*>(aligned) + kOneElement;
   expect_error([&] { plan_fused_gemm(g, GemmBackend::Portable); }, "bias is not", ErrorKind::Unsupported);
-  g.tensors.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {kN});
+  g.tensors.bias.data = aligned;
   EXPECT_EQ(plan_fused_gemm(g, GemmBackend::Portable).backend, GemmBackend::Portable);
 }
 
 // The Hopper kernel takes its extents as 32-bit integers: M of 2^31 rows is refused, naming why
 // (before the question of the GPU, so without one too).
 TEST(FusedGemmPlan, Sm90RefusesExtentsPast32Bits) {
+  FakeMemory mem;
   FusedGemmArgs g;
-  g.a = TensorView::matrix(fake_pointer(), DType::BF16, std::int64_t{1} << 31, kK, kK);
-  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
-  g.d = TensorView::matrix(fake_pointer(), DType::BF16, std::int64_t{1} << 31, kN, kN);
+  g.a = mem.matrix(DType::BF16, std::int64_t{1} << 31, kK, kK);
+  g.b = mem.matrix(DType::BF16, kN, kK, kK);
+  g.d = mem.matrix(DType::BF16, std::int64_t{1} << 31, kN, kN);
   expect_error([&] { plan_fused_gemm(g, GemmBackend::Sm90); }, "M, N and K as 32-bit integers", ErrorKind::Unsupported);
 }
 
@@ -80,11 +106,12 @@ TEST(FusedGemmPlan, Sm90RefusesExtentsPast32Bits) {
 // the GPU: a chain of the scale-bias-activation form is taken (refused here, if at all, for the
 // device), other chains are refused for the chain, and that form on the Pingpong schedule for it.
 TEST(FusedGemmPlan, Sm90TakesTheScaleBiasActivationFormOnItsSchedule) {
+  FakeMemory mem;
   FusedGemmArgs g;
-  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
-  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
-  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN);
-  g.tensors.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {kN});
+  g.a = mem.matrix(DType::BF16, kM, kK, kK);
+  g.b = mem.matrix(DType::BF16, kN, kK, kK);
+  g.d = mem.matrix(DType::BF16, kM, kN, kN);
+  g.tensors.bias = mem.vector(DType::BF16, kN);
   g.tensors.residual = g.d;
   const auto refusal = [&](const EpilogueSpec& spec, Sm90Schedule schedule) -> std::string {
     g.epilogue = spec;
@@ -109,16 +136,17 @@ TEST(FusedGemmPlan, Sm90TakesTheScaleBiasActivationFormOnItsSchedule) {
 // The GELU pre-activation store is cuBLASLt's GELU_AUX_BIAS, which takes aux rows of a multiple
 // of 8 elements: other rows are refused for it, naming why.
 TEST(FusedGemmPlan, CublasLtStoresTheGeluPreactivationInRowsOfEightElements) {
+  FakeMemory mem;
   FusedGemmArgs g;
-  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
-  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kN, kK, kK);
-  g.d = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN);
+  g.a = mem.matrix(DType::BF16, kM, kK, kK);
+  g.b = mem.matrix(DType::BF16, kN, kK, kK);
+  g.d = mem.matrix(DType::BF16, kM, kN, kN);
   g.epilogue = EpilogueSpec{}.bias().store_aux().gelu_tanh();
-  g.tensors.bias = TensorView::contiguous(fake_pointer(), DType::BF16, {kN});
-  g.tensors.aux = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN + 8);
+  g.tensors.bias = mem.vector(DType::BF16, kN);
+  g.tensors.aux = mem.matrix(DType::BF16, kM, kN, kN + 8);
   EXPECT_EQ(plan_fused_gemm(g, GemmBackend::CublasLt).backend, GemmBackend::CublasLt);
   EXPECT_EQ(plan_fused_gemm(g).backend, GemmBackend::CublasLt);
-  g.tensors.aux = TensorView::matrix(fake_pointer(), DType::BF16, kM, kN, kN + 4);
+  g.tensors.aux = mem.matrix(DType::BF16, kM, kN, kN + 4);
   expect_error([&] { plan_fused_gemm(g, GemmBackend::CublasLt); }, "aux rows of a multiple of 8 elements",
                ErrorKind::Unsupported);
 }
@@ -127,20 +155,28 @@ TEST(FusedGemmPlan, CublasLtStoresTheGeluPreactivationInRowsOfEightElements) {
 // multiple of 8 bytes are taken, others refused with the reason.
 TEST(FusedGemmPlan, PortableTakesAnE4m3OutputInRowsOfEightBytes) {
   constexpr std::int64_t kCols = 131;
+  FakeMemory mem;
   FusedGemmArgs g;
-  g.a = TensorView::matrix(fake_pointer(), DType::BF16, kM, kK, kK);
-  g.b = TensorView::matrix(fake_pointer(), DType::BF16, kCols, kK, kK);
-  g.d = TensorView::matrix(fake_pointer(), DType::E4M3, kM, kCols, 136);
+  g.a = mem.matrix(DType::BF16, kM, kK, kK);
+  g.b = mem.matrix(DType::BF16, kCols, kK, kK);
+  g.d = mem.matrix(DType::E4M3, kM, kCols, 136);
   g.epilogue = EpilogueSpec{}.bias().gelu_tanh().quantize_e4m3();
+  g.tensors.bias = mem.vector(DType::BF16, kCols);
+  g.tensors.quant_scale = mem.scalar();
   EXPECT_EQ(plan_fused_gemm(g).backend, GemmBackend::Portable);
-  g.d = TensorView::matrix(fake_pointer(), DType::E4M3, kM, kCols, 132);
+  g.d = mem.matrix(DType::E4M3, kM, kCols, 132);
   expect_error([&] { plan_fused_gemm(g); }, "D's rows aligned to 8 bytes", ErrorKind::Unsupported);
 }
 
-// fused_gemm's argument checks, which run before any device access: each bad argument named.
+// fused_gemm's argument checks, which run before any device access: each bad argument named, and
+// by plan_fused_gemm alike (it runs the same checks).
 TEST(FusedGemmArgs, RejectsEachBadArgumentByName) {
   using testing::fake_address;
   FusedGemmHandle handle;
+  const auto rejected = [&](const FusedGemmArgs& g, const std::string& why) {
+    expect_error([&] { fused_gemm(handle, g); }, why);
+    expect_error([&] { plan_fused_gemm(g); }, why);
+  };
   const auto valid = [] {
     FusedGemmArgs g;
     g.a = TensorView::matrix(fake_address(0), DType::BF16, kM, kK, kK);
@@ -151,32 +187,32 @@ TEST(FusedGemmArgs, RejectsEachBadArgumentByName) {
   auto g = valid();
   g.epilogue = EpilogueSpec{}.quantize_e4m3();
   g.tensors.quant_scale = static_cast<const float*>(fake_address(3));
-  expect_error([&] { fused_gemm(handle, g); }, "d dtype: expected e4m3, got bf16");
+  rejected(g, "d dtype: expected e4m3, got bf16");
   g.d.dtype = DType::E4M3;
   g.tensors.quant_scale = static_cast<const float*>(fake_address(3, 2));
-  expect_error([&] { fused_gemm(handle, g); }, "epilogue quant_scale address: expected a multiple of 4 bytes");
+  rejected(g, "epilogue quant_scale address: expected a multiple of 4 bytes");
   g = valid();
   g.d.dtype = DType::E4M3;
-  expect_error([&] { fused_gemm(handle, g); }, "d dtype: expected bf16, got e4m3");
+  rejected(g, "d dtype: expected bf16, got e4m3");
   g = valid();
   g.epilogue = EpilogueSpec{}.bias();
   g.tensors.bias = TensorView::contiguous(fake_address(3), DType::F16, {kN});
-  expect_error([&] { fused_gemm(handle, g); }, "epilogue bias dtype: expected bf16");
+  rejected(g, "epilogue bias dtype: expected bf16");
   g = valid();
   g.d.data = fake_address(0, kK * 2);  // D from A's second row on
-  expect_error([&] { fused_gemm(handle, g); }, "d: expected memory disjoint from a");
+  rejected(g, "d: expected memory disjoint from a");
   g = valid();
   g.schedule = static_cast<Sm90Schedule>(4);
-  expect_error([&] { fused_gemm(handle, g); }, "schedule: expected Auto, Cooperative, Pingpong or Deferred, got 4");
+  rejected(g, "schedule: expected Auto, Cooperative, Pingpong or Deferred, got 4");
   g = valid();
   g.epilogue.nodes.push_back({static_cast<EpilogueOp>(99)});
-  expect_error([&] { fused_gemm(handle, g); }, "epilogue node 0 op: expected an EpilogueOp, got 99");
+  rejected(g, "epilogue node 0 op: expected an EpilogueOp, got 99");
   g = valid();
   expect_error([&] { plan_fused_gemm(g, static_cast<GemmBackend>(4)); }, "backend: expected Auto, CublasLt");
   g = valid();
   g.epilogue = EpilogueSpec{}.residual();
   g.tensors.residual = TensorView::matrix(fake_address(2, 2), DType::BF16, kM, kN, kN);
-  expect_error([&] { fused_gemm(handle, g); }, "d: expected memory disjoint from epilogue residual, or");
+  rejected(g, "d: expected memory disjoint from epilogue residual, or");
 }
 
 }  // namespace

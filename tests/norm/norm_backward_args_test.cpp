@@ -73,6 +73,19 @@ TEST(NormBackwardArgs, RejectsEachBadArgumentByName) {
   expect_error([&] { norm_backward_workspace_bytes(8, 0, DType::BF16); }, "row length");
 }
 
+// Every plan gives the rows at least one CTA group, whose partials (an [n] f32 row per gradient)
+// fill the least workspace any device needs: less is refused before any device access.
+TEST(NormBackwardArgs, RejectsAWorkspaceBelowOneGroupsPartials) {
+  using testing::fake_address;
+  constexpr std::int64_t kOneGroupBytes = 2 * 64 * sizeof(float);  // valid_norm()'s rows of 64
+  auto a = valid_norm();
+  a.dweight = TensorView::contiguous(fake_address(5), DType::BF16, {64});
+  a.workspace = TensorView::contiguous(fake_address(6), DType::U8, {kOneGroupBytes - 16});
+  expect_error([&] { norm_backward(a); }, "workspace bytes: expected at least " + std::to_string(kOneGroupBytes));
+  a.workspace = TensorView::contiguous(fake_address(6), DType::U8, {kOneGroupBytes});
+  testing::expect_device_check([&] { norm_backward(a); }, "x");  // every check without a device passed
+}
+
 TEST(SoftmaxBackwardArgs, RejectsEachBadArgumentByName) {
   const auto y = TensorView::contiguous(kFake, DType::F16, {4, 64});
   expect_error([&] { softmax_backward({y, TensorView::contiguous(kFake, DType::F32, {4, 64}), y}); }, "dy dtype");
