@@ -180,7 +180,7 @@ TEST(NormArgs, RejectsOutputsOverlappingAnyOtherArgument) {
 }
 
 // Rows must be unit-stride: a strided innermost dimension is refused, naming the tensor, by every
-// forward norm (softmax's own: tests/softmax/softmax_args_test.cpp).
+// forward norm (softmax's own: tests/softmax/softmax_forward_args_test.cpp).
 TEST(NormArgs, RejectStridedRows) {
   auto strided = TensorView::contiguous(kFake, DType::BF16, {8, 64});
   strided.strides = {128, 2, 0, 0};

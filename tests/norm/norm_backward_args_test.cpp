@@ -1,14 +1,12 @@
-// Argument validation of the fused norm and softmax backward, which runs before any device
-// access: each bad argument is rejected with an InvalidArgument error that names it. No GPU
-// needed (the pointers are never dereferenced).
+// Argument validation of the fused norm backward, which runs before any device access: each bad
+// argument is rejected with an InvalidArgument error that names it. No GPU needed (the pointers
+// are never dereferenced).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 
 #include "fusekit/error.hpp"
 #include "fusekit/norm_backward.hpp"
-#include "fusekit/softmax_backward.hpp"
 #include "support/expect_error.hpp"
 #include "support/fake_pointer.hpp"
 
@@ -86,22 +84,8 @@ TEST(NormBackwardArgs, RejectsAWorkspaceBelowOneGroupsPartials) {
   testing::expect_device_check([&] { norm_backward(a); }, "x");  // every check without a device passed
 }
 
-TEST(SoftmaxBackwardArgs, RejectsEachBadArgumentByName) {
-  const auto y = TensorView::contiguous(kFake, DType::F16, {4, 64});
-  expect_error([&] { softmax_backward({y, TensorView::contiguous(kFake, DType::F32, {4, 64}), y}); }, "dy dtype");
-  expect_error([&] { softmax_backward({y, y, TensorView::contiguous(kFake, DType::F16, {4, 63})}); }, "dx");
-  expect_error([&] { softmax_backward({y, y, y, NAN}); }, "scale");
-  expect_error([&] { softmax_backward({TensorView::contiguous(kFake, DType::U8, {4, 64}), y, y}); }, "y dtype");
-  expect_error([&] { softmax_backward({TensorView::contiguous(kFake, DType::F16, {64}), y, y}); }, "y rank");
-}
-
 // Rows must be unit-stride: a strided innermost dimension is refused, naming the tensor.
-TEST(RowBackwardArgs, RejectStridedRows) {
-  auto strided = TensorView::contiguous(kFake, DType::F16, {4, 64});
-  strided.strides = {128, 2, 0, 0};
-  const auto y = TensorView::contiguous(kFake, DType::F16, {4, 64});
-  expect_error([&] { softmax_backward({strided, y, y}); }, "y innermost stride");
-  expect_error([&] { softmax_backward({y, strided, y}); }, "dy innermost stride");
+TEST(NormBackwardArgs, RejectStridedRows) {
   auto a = valid_norm();
   a.x.strides = {128, 2, 0, 0};
   expect_error([&] { norm_backward(a); }, "x innermost stride");
@@ -112,7 +96,7 @@ TEST(RowBackwardArgs, RejectStridedRows) {
 
 // The other outputs (dweight, dbias, the workspace of their partials) share no byte with any
 // other argument, nor dx with them or with the weight and statistics.
-TEST(RowBackwardArgs, RejectOutputsOverlappingAnyOtherArgument) {
+TEST(NormBackwardArgs, RejectOutputsOverlappingAnyOtherArgument) {
   using testing::fake_address;
   auto a = valid_norm();
   a.dx = TensorView::contiguous(fake_address(8), DType::BF16, {8, 64});
@@ -136,7 +120,7 @@ TEST(RowBackwardArgs, RejectOutputsOverlappingAnyOtherArgument) {
 }
 
 // dx may be dy's (or x's, y's) exact view, never a shifted one: it would overwrite rows not yet read.
-TEST(RowBackwardArgs, RejectPartialOverlaps) {
+TEST(NormBackwardArgs, RejectPartialOverlaps) {
   using testing::fake_address;
   auto a = valid_norm();
   a.x = TensorView::contiguous(fake_address(1), DType::BF16, {8, 64});
@@ -145,10 +129,6 @@ TEST(RowBackwardArgs, RejectPartialOverlaps) {
   expect_error([&] { norm_backward(a); }, "dx: expected memory disjoint from dy, or dy's exact view");
   a.dx = TensorView::contiguous(fake_address(1, 256), DType::BF16, {8, 64});
   expect_error([&] { norm_backward(a); }, "dx: expected memory disjoint from x");
-  const auto y = TensorView::contiguous(fake_address(1), DType::F16, {4, 64});
-  const auto dy = TensorView::contiguous(fake_address(2), DType::F16, {4, 64});
-  expect_error([&] { softmax_backward({y, dy, TensorView::contiguous(fake_address(2, 2), DType::F16, {4, 64})}); },
-               "dx: expected memory disjoint from dy");
 }
 
 }  // namespace

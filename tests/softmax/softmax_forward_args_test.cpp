@@ -1,10 +1,9 @@
-// Argument validation of softmax forward and backward, which runs before any device access: each
-// bad argument is rejected with an InvalidArgument error that names it. No GPU needed (the
-// pointers are never dereferenced).
+// Argument validation of softmax forward, which runs before any device access: each bad argument
+// is rejected with an InvalidArgument error that names it. No GPU needed (the pointers are never
+// dereferenced).
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <string>
 
 #include "fusekit/error.hpp"
 #include "fusekit/softmax.hpp"
