@@ -113,6 +113,7 @@ std::vector<RungResult> run_ladder(LadderRun& ladder, const TimingOptions& optio
       r.tflops = rung.flops / s / kTera;
       r.gbps = rung.min_bytes / s / kGiga;
     }
+    if (rung.plan) r.plan = rung.plan();
     results.push_back(r);
   }
   const auto base = std::find_if(results.begin(), results.end(),
@@ -144,7 +145,8 @@ nlohmann::json to_json(const RungResult& r) {
           {"tflops", r.tflops},
           {"gbps_min_bytes", r.gbps},
           {"baseline", r.baseline},
-          {"speedup_vs_baseline", r.speedup}};
+          {"speedup_vs_baseline", r.speedup},
+          {"plan", r.plan}};
 }
 
 std::string format_table(const std::vector<RungResult>& results) {
@@ -157,6 +159,9 @@ std::string format_table(const std::vector<RungResult>& results) {
                        r.check.passed ? "ok" : fmt::format("FAILED (bound {:.1e}, {} non-finite)", r.check.bound,
                                                            r.check.nonfinite));
   }
+  // The plans under the table, one line each, so that its columns stay readable.
+  for (const auto& r : results)
+    if (!r.plan.empty()) out += fmt::format("{:<8} {:<18} {:<12} plan: {}\n", r.ladder, r.shape, r.rung, r.plan);
   return out;
 }
 

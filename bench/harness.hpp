@@ -71,6 +71,9 @@ struct Rung {
   std::function<Check()> check;
   double flops = 0;            // useful FLOPs (2·M·N·K for a GEMM)
   double min_bytes = 0;        // each input read once, each output written once
+  // What the last run ran, asked after the rung is timed: cuBLASLt's algorithm, fused_gemm's
+  // backend and why. None where the rung is its own description.
+  std::function<std::string()> plan = {};
 };
 
 struct RungResult {
@@ -80,6 +83,7 @@ struct RungResult {
   double tflops = 0, gbps = 0;
   std::string baseline;        // the rung the ratio is against
   double speedup = 0;          // baseline time / this time
+  std::string plan;            // Rung::plan's answer, or empty
 };
 
 struct LadderRun {

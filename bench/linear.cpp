@@ -32,7 +32,18 @@ struct LinearState {
   DeviceTensor x, w, bias, residual, t1, t2, t3, y, y_gemm;
   std::vector<std::int64_t> rows;   // rows of the output that are checked
   reference::GemmResult expected_gemm, expected_linear;
+  FusedGemmReport fused_report;  // the last fused_gemm call's
 };
+
+// Rung::plan of a rung whose GEMM is cuBLASLt's: the algorithm its heuristic chose.
+std::function<std::string()> cublaslt_plan(const std::shared_ptr<LinearState>& s) {
+  return [s] { return describe(s->handle.last_plan()); };
+}
+
+// Rung::plan of a fused_gemm rung: the backend (and schedule) it ran, and why.
+std::function<std::string()> fused_plan(const std::shared_ptr<LinearState>& s) {
+  return [s] { return fmt::format("{}: {}", gemm_backend_name(s->fused_report.backend), s->fused_report.reason); };
+}
 
 TensorView row_view(const TensorView& t, std::int64_t row) {
   auto* base = static_cast<char*>(t.data) + row * t.strides[0] * static_cast<std::int64_t>(t.element_size());
@@ -127,7 +138,8 @@ LadderRun make_swiglu_ladder(const LinearOptions& o, std::uint64_t seed) {
   ladder.rungs.push_back(Rung{
       "gemm", "plain GEMM into [M, 2N], no epilogue (peer line)", gemm_into_t1,
       [s](cudaStream_t st) { poison(s->t1, st); },
-      [s, what] { return check_rows(*s, s->t1, s->expected_gemm.d, what); }, flops, esz * (m * k + n * k + m * n)});
+      [s, what] { return check_rows(*s, s->t1, s->expected_gemm.d, what); }, flops, esz * (m * k + n * k + m * n),
+      cublaslt_plan(s)});
   ladder.rungs.push_back(Rung{
       "unfused",
       "cuBLASLt GEMM into [M, 2N], then the one-pass SwiGLU pointwise kernel (no cuBLASLt epilogue has a gate)",
@@ -139,13 +151,15 @@ LadderRun make_swiglu_ladder(const LinearOptions& o, std::uint64_t seed) {
         poison(s->t1, st);
         poison(s->y, st);
       },
-      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes, cublaslt_plan(s)});
   const auto fused_rung = [&](const char* name, const char* description, GemmBackend backend) {
     ladder.rungs.push_back(Rung{
         name, description,
-        [s, chain, backend](cudaStream_t st) { fused_gemm(s->fused, {s->x, s->w, s->y, chain, {}}, backend, st); },
+        [s, chain, backend](cudaStream_t st) {
+          s->fused_report = fused_gemm(s->fused, {s->x, s->w, s->y, chain, {}}, backend, st);
+        },
         [s](cudaStream_t st) { poison(s->y, st); },
-        [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+        [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes, fused_plan(s)});
   };
   fused_rung("portable", "Level 2: fusekit's mma.sync kernel, the gate paired in its shared-memory staged epilogue",
              GemmBackend::Portable);
@@ -220,7 +234,7 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
       [s, linear_args](cudaStream_t st) { gemm(s->handle, linear_args(Epilogue::Default, s->y_gemm), st); },
       [s](cudaStream_t st) { poison(s->y_gemm, st); },
       [s, what] { return check_rows(*s, s->y_gemm, s->expected_gemm.d, what); }, flops,
-      esz * (m * k + n * k + m * n)});
+      esz * (m * k + n * k + m * n), cublaslt_plan(s)});
   ladder.rungs.push_back(Rung{
       "unfused", with_residual ? "GEMM, then bias, GELU and add kernels" : "GEMM, then bias kernel, then GELU kernel",
       [s, linear_args, with_residual](cudaStream_t st) {
@@ -236,7 +250,7 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
         if (with_residual) poison(s->t3, st);
         poison(s->y, st);
       },
-      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes, cublaslt_plan(s)});
   ladder.rungs.push_back(Rung{
       "cublaslt", with_residual ? "Level 1: cuBLASLt GELU_BIAS epilogue, then an add kernel"
                                 : "Level 1: cuBLASLt GELU_BIAS epilogue",
@@ -249,7 +263,7 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
         if (with_residual) poison(s->t3, st);
         poison(s->y, st);
       },
-      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+      [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes, cublaslt_plan(s)});
   // A rung of one fused_gemm call running `spec` (the ladder's maths) on `backend`.
   const auto fused_rung = [&](const char* name, const char* description, const EpilogueSpec& spec,
                               GemmBackend backend, Sm90Schedule schedule = Sm90Schedule::Auto) {
@@ -259,10 +273,10 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
           FusedGemmArgs g{s->x, s->w, s->y, spec, {}, schedule};
           g.tensors.bias = s->bias;
           if (spec.uses(EpilogueOp::Residual)) g.tensors.residual = s->residual;
-          fused_gemm(s->fused, g, backend, st);
+          s->fused_report = fused_gemm(s->fused, g, backend, st);
         },
         [s](cudaStream_t st) { poison(s->y, st); },
-        [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes});
+        [s, what] { return check_rows(*s, s->y, s->expected_linear.d, what); }, flops, io_bytes, fused_plan(s)});
   };
   fused_rung("portable", "Level 2: fusekit's mma.sync kernel, the chain in a shared-memory staged epilogue", chain,
              GemmBackend::Portable);
@@ -285,11 +299,11 @@ LadderRun make_linear_ladder(const LinearOptions& o) {
           "hopper_gemm", "the Cooperative kernel with no epilogue (peer line)",
           [s](cudaStream_t st) {
             FusedGemmArgs g{s->x, s->w, s->y_gemm, EpilogueSpec{}, {}, Sm90Schedule::Cooperative};
-            fused_gemm(s->fused, g, GemmBackend::Sm90, st);
+            s->fused_report = fused_gemm(s->fused, g, GemmBackend::Sm90, st);
           },
           [s](cudaStream_t st) { poison(s->y_gemm, st); },
           [s, what] { return check_rows(*s, s->y_gemm, s->expected_gemm.d, what); }, flops,
-          esz * (m * k + n * k + m * n)});
+          esz * (m * k + n * k + m * n), fused_plan(s)});
     // The same maths written 1·acc first, which only the scale-bias-activation kernel has: what
     // its run-time parameters and broadcasts cost against the chain's own kernel.
     EpilogueSpec generic;

@@ -85,14 +85,17 @@ struct GemmArgs {
   Fp8Scales fp8;
 };
 
-// Which algorithm ran, for `report`.
+// Which cuBLASLt algorithm the last call ran: what a benchmark reports beside its time.
 struct GemmPlanInfo {
-  std::string backend;       // "cublaslt"
-  std::string epilogue;      // cuBLASLt's name
-  std::size_t workspace_bytes = 0;
-  bool cache_hit = false;
-  float heuristic_waves = 0;  // cuBLASLt's estimate of waves for the chosen algorithm
+  std::string epilogue;             // cuBLASLt's name
+  std::string algorithm;            // the heuristic's choice by cuBLASLt's configuration ids
+  std::size_t workspace_bytes = 0;  // what the algorithm uses of the handle's workspace
+  bool cache_hit = false;           // the plan came from the handle's cache (no heuristic call)
+  float heuristic_waves = 0;        // cuBLASLt's estimate of waves for the chosen algorithm
 };
+
+// One line for a log: "cuBLASLt GELU_BIAS, algo 66 tile 23 …, 0 B workspace, 3.88 waves".
+std::string describe(const GemmPlanInfo& plan);
 
 // Owns the cuBLASLt handle, its workspace and the cache of heuristic results keyed by
 // (shape, dtypes, epilogue, layout, alignment). Not thread-safe: one handle per thread.

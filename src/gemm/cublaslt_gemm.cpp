@@ -315,6 +315,26 @@ void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
   check_cublas(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)), what);
 }
 
+// An algorithm by the configuration ids cuBLASLt reports for it (cublasLtMatmulAlgoConfigAttributes_t):
+// enough to tell two choices apart, e.g. the heuristic's answer with and without a bias pointer.
+std::string algorithm_ids(const cublasLtMatmulAlgo_t& algo) {
+  const auto id = [&](cublasLtMatmulAlgoConfigAttributes_t attr, auto value) {
+    std::size_t written = 0;
+    check_cublas(cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &value, sizeof(value), &written),
+                 "cublasLtMatmulAlgoConfigGetAttribute");
+    return static_cast<std::int64_t>(value);
+  };
+  return fmt::format("algo {} tile {} stages {} cluster {} inner {} split-k {} reduction {} swizzle {} custom {}",
+                     id(CUBLASLT_ALGO_CONFIG_ID, std::int32_t{}), id(CUBLASLT_ALGO_CONFIG_TILE_ID, std::uint32_t{}),
+                     id(CUBLASLT_ALGO_CONFIG_STAGES_ID, std::uint32_t{}),
+                     id(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, std::uint16_t{}),
+                     id(CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, std::uint16_t{}),
+                     id(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, std::int32_t{}),
+                     id(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, std::uint32_t{}),
+                     id(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, std::uint32_t{}),
+                     id(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, std::uint32_t{}));
+}
+
 }  // namespace
 
 // One cached plan: descriptors with every pointer-free attribute set, and the chosen algorithm.
@@ -322,6 +342,8 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   Layout a, b, c, d;  // in cuBLASLt's terms: a = our B, b = our A
   cublasLtMatmulAlgo_t algo{};
+  std::string algorithm;  // the algorithm's configuration ids, for GemmPlanInfo
+  std::size_t algo_workspace_bytes = 0;
   float waves = 0;
   ~Plan() { if (desc) cublasLtMatmulDescDestroy(desc); }
 };
@@ -424,6 +446,8 @@ struct GemmHandle::Impl {
                               static_cast<int>(st)));
     }
     p->algo = result.algo;
+    p->algorithm = algorithm_ids(result.algo);
+    p->algo_workspace_bytes = result.workspaceSize;
     p->waves = result.wavesCount;
     return p;
   }
@@ -471,7 +495,12 @@ void gemm(GemmHandle& handle, const GemmArgs& g, cudaStream_t stream) {
   check_cublas(cublasLtMatmul(h.lt, p.desc, &g.alpha, g.b.data, p.a.h, g.a.data, p.b.h, &g.beta, c_ptr, p.c.h,
                               g.d.data, p.d.h, &p.algo, h.workspace.data(), h.workspace.bytes(), stream),
                fmt::format("cublasLtMatmul (epilogue {})", epilogue_name(g.epilogue)));
-  h.last = {"cublaslt", std::string(epilogue_name(g.epilogue)), h.workspace.bytes(), hit, p.waves};
+  h.last = {std::string(epilogue_name(g.epilogue)), p.algorithm, p.algo_workspace_bytes, hit, p.waves};
+}
+
+std::string describe(const GemmPlanInfo& plan) {
+  return fmt::format("cuBLASLt {}, {}, {} B workspace, {:.2f} waves", plan.epilogue, plan.algorithm,
+                     plan.workspace_bytes, plan.heuristic_waves);
 }
 
 }  // namespace fusekit

@@ -200,9 +200,16 @@ TEST(GemmGpu, HeuristicResultIsCachedPerProblem) {
   const auto seed = testing::fresh_seed();
   const Case c{128, 128, 64, DType::BF16, Epilogue::GeluBias, Transpose::No, Transpose::Yes};
   ASSERT_TRUE(run_case(handle, c, seed));
-  EXPECT_FALSE(handle.last_plan().cache_hit);
+  const GemmPlanInfo first = handle.last_plan();
+  EXPECT_FALSE(first.cache_hit);
+  EXPECT_EQ(first.epilogue, epilogue_name(Epilogue::GeluBias));
+  EXPECT_TRUE(first.algorithm.starts_with("algo ")) << first.algorithm;
+  EXPECT_GT(first.heuristic_waves, 0.0f);
+  EXPECT_LE(first.workspace_bytes, GemmHandle::kDefaultWorkspaceBytes);
   ASSERT_TRUE(run_case(handle, c, seed + 1));
   EXPECT_TRUE(handle.last_plan().cache_hit);
+  EXPECT_EQ(handle.last_plan().algorithm, first.algorithm);  // the cached plan's
+  EXPECT_NE(describe(first).find(first.algorithm), std::string::npos) << describe(first);
   EXPECT_EQ(handle.cached_plans(), 1u);
   ASSERT_TRUE(run_case(handle, {128, 136, 64, DType::BF16, Epilogue::GeluBias, Transpose::No, Transpose::Yes}, seed));
   EXPECT_EQ(handle.cached_plans(), 2u);
