@@ -23,6 +23,35 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// A stream whose kernels run on `sms` of the current device's SMs and no others (a green context
+// of the driver): set_sm_limit caps how many CTAs a grid runs at once, this also bounds which SMs
+// they take, so that an H100 on N SMs moves another GPU's bytes per SM, or a kernel runs on the
+// SMs a concurrent one leaves. `sms` must be a partition the device offers (sm_90: a multiple of
+// 8); Error(InvalidArgument) names the sizes, Error(NoDevice) without a device.
+// NOTE: the driver may add SMs to a green context (CUDA dynamic parallelism, MPS), never take any.
+class SmPartitionStream {
+ public:
+  explicit SmPartitionStream(int sms);
+  ~SmPartitionStream();
+  SmPartitionStream(const SmPartitionStream&) = delete;
+  SmPartitionStream& operator=(const SmPartitionStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+  operator cudaStream_t() const { return stream_; }  // NOLINT: usable wherever a stream is
+  int sms() const { return sms_; }
+
+  // The partitions the current device offers: at least `min_sms`, a multiple of `alignment`.
+  struct Sizes {
+    int min_sms = 0, alignment = 0, device_sms = 0;
+  };
+  static Sizes sizes();
+
+ private:
+  struct GreenContext;  // the driver's handle, kept out of this header (cuda.h)
+  GreenContext* context_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  int sms_ = 0;
+};
+
 class Event {
  public:
   Event();

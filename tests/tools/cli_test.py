@@ -39,6 +39,8 @@ class BadInput(unittest.TestCase):
         self.refused(["bench", "layernorm", "--dtype", "int4"], "--dtype")
         self.refused(["bench", "layernorm", "--sms", "0"], "--sms")
         self.refused(["bench", "softmax", "--sms", "-3"], "--sms")
+        self.refused(["bench", "softmax", "--sms", "96", "--sms-scope", "all"], "--sms-scope")
+        self.refused(["bench", "softmax", "--sms-scope", "partition"], "--sms-scope")  # needs --sms
 
     def test_a_valid_command_without_a_gpu_runs(self):
         code, out = run("explain", "layernorm", "--rows", "3", "--cols", "5")

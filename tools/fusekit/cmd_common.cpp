@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <climits>
 #include <fstream>
+#include <map>
+#include <optional>
 
 #include "fusekit/build_info.hpp"
 #include "fusekit/error.hpp"
@@ -29,10 +31,17 @@ void add_common_bench_options(CLI::App* sub, CommonBenchOptions& o) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--rung", o.rungs, "time only the named rung (repeatable; default: every rung)");
-  sub->add_option("--sms", o.sms,
-                  "size fusekit's grids for N SMs (fusekit::set_sm_limit; default: all of them); cuBLASLt's "
-                  "kernels are not capped")
-      ->check(CLI::Range(1, INT_MAX));
+  auto* sms = sub->add_option("--sms", o.sms,
+                              "size fusekit's grids for N SMs (fusekit::set_sm_limit; default: all of them); cuBLASLt's "
+                              "kernels are not capped")
+                  ->check(CLI::Range(1, INT_MAX));
+  sub->add_option("--sms-scope", o.sms_scope,
+                  "what --sms bounds: 'grids' (default: fusekit's grids, whose CTAs may take any SM) or 'partition' "
+                  "(also every kernel of the bench, cuBLASLt's included, on N SMs only: a green context, N a "
+                  "multiple of the GPU's partition size, 8 on sm_90)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, SmScope>{{"grids", SmScope::Grids}, {"partition", SmScope::Partition}}))
+      ->needs(sms);
 }
 
 int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladders, const CommonBenchOptions& o) {
@@ -47,10 +56,16 @@ int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladde
     set_sm_limit(o.sms);
     fmt::print("fusekit: grids sized for {} of the GPU's {} SMs (--sms)\n", o.sms, device_sms);
   }
+  std::optional<SmPartitionStream> partition;
+  if (o.sms > 0 && o.sms_scope == SmScope::Partition) {
+    partition.emplace(o.sms);
+    fmt::print("fusekit: every kernel on {} SMs only (--sms-scope partition)\n", partition->sms());
+  }
   bench::TimingOptions timing;
   timing.min_runs = o.min_runs;
   timing.min_total_ms = o.min_ms;
-  Stream stream;
+  Stream own_stream;
+  const cudaStream_t stream = partition ? partition->get() : own_stream.get();
   bool all_valid = true;
   for (auto& ladder : make_ladders()) {
     if (!o.rungs.empty()) {
@@ -70,6 +85,7 @@ int run_ladders(const std::function<std::vector<bench::LadderRun>()>& make_ladde
         line["commit"] = build_info().commit;
         line["device"] = current_device_info().name;
         line["sms"] = current_device_info().sm_count;
+        line["sms_scope"] = partition ? "partition" : "grids";
         json << line.dump() << "\n";
       }
       all_valid = all_valid && r.check.passed;

@@ -32,6 +32,12 @@ inline CLI::Validator extent_range() { return CLI::Range(std::int64_t{1}, kMaxEx
 int no_device(const std::string& what);
 
 // Options every `fusekit bench <ladder>` takes.
+// What --sms bounds.
+enum class SmScope : std::uint8_t {
+  Grids,      // the grids fusekit sizes (set_sm_limit); their CTAs may still take any SM
+  Partition,  // and every kernel of the bench runs on that many SMs only (SmPartitionStream)
+};
+
 struct CommonBenchOptions {
   bool check = false;       // validate every output element (slow); default: sampled
   std::string json_path;    // one JSON line per rung
@@ -44,6 +50,7 @@ struct CommonBenchOptions {
   // fusekit's grids sized for this many SMs (set_sm_limit; 0: all): another GPU's bytes per SM on
   // this one, or the SMs left beside other work.
   int sms = 0;
+  SmScope sms_scope = SmScope::Grids;
 };
 void add_common_bench_options(CLI::App* sub, CommonBenchOptions& options);
 
