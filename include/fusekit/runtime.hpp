@@ -26,9 +26,11 @@ class Stream {
 // A stream whose kernels run on `sms` of the current device's SMs and no others (a green context
 // of the driver): set_sm_limit caps how many CTAs a grid runs at once, this also bounds which SMs
 // they take, so that an H100 on N SMs moves another GPU's bytes per SM, or a kernel runs on the
-// SMs a concurrent one leaves. `sms` must be a partition the device offers (sm_90: a multiple of
-// 8); Error(InvalidArgument) names the sizes, Error(NoDevice) without a device.
-// NOTE: the driver may add SMs to a green context (CUDA dynamic parallelism, MPS), never take any.
+// SMs a concurrent one leaves. `sms` must be a partition the driver grants whole (sm_90: a
+// multiple of 8; granted_sms says): Error(InvalidArgument) names what it grants instead,
+// Error(NoDevice) without a device, Error(Unsupported) on a driver before CUDA 12.5.
+// NOTE: the driver may add SMs to a green context (CUDA dynamic parallelism, MPS), never take
+// any; a cluster wider than the partition's share of a GPC fails at its launch.
 class SmPartitionStream {
  public:
   explicit SmPartitionStream(int sms);
@@ -39,11 +41,9 @@ class SmPartitionStream {
   operator cudaStream_t() const { return stream_; }  // NOLINT: usable wherever a stream is
   int sms() const { return sms_; }
 
-  // The partitions the current device offers: at least `min_sms`, a multiple of `alignment`.
-  struct Sizes {
-    int min_sms = 0, alignment = 0, device_sms = 0;
-  };
-  static Sizes sizes();
+  // The SMs the driver grants for a request of `sms` on the current device (it rounds up to its
+  // granularity), or 0 where it grants none (more than the device has).
+  static int granted_sms(int sms);
 
  private:
   struct GreenContext;  // the driver's handle, kept out of this header (cuda.h)

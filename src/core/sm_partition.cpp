@@ -1,5 +1,6 @@
 // SmPartitionStream: a stream on a green context of the driver, bound to a share of the SMs.
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <fmt/format.h>
 
 #include <memory>
@@ -12,18 +13,21 @@ namespace fusekit {
 
 namespace {
 
-// Green contexts came with the driver API of CUDA 12.4; their ABI is unchanged in 13.
+// The driver API versions that brought the entries (cudaTypedefs.h: green contexts came with
+// 12.4, their streams with 12.5).
+constexpr unsigned int kDeviceApiVersion = 2000;
 constexpr unsigned int kGreenContextApiVersion = 12040;
+constexpr unsigned int kGreenStreamApiVersion = 12050;
 
 // A driver entry point by name, through the runtime (fusekit links no libcuda).
 template <class Fn>
-Fn driver_entry(const char* name) {
+Fn driver_entry(const char* name, unsigned int version) {
   void* entry = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  check_cuda(cudaGetDriverEntryPointByVersion(name, &entry, kGreenContextApiVersion, cudaEnableDefault, &found),
+  check_cuda(cudaGetDriverEntryPointByVersion(name, &entry, version, cudaEnableDefault, &found),
              fmt::format("cudaGetDriverEntryPointByVersion({})", name));
   if (found != cudaDriverEntryPointSuccess || entry == nullptr)
-    throw Error(ErrorKind::Unsupported, fmt::format("{}: not in this CUDA driver (green contexts need 12.4+)", name));
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: not in this CUDA driver (green contexts need 12.5+)", name));
   return reinterpret_cast<Fn>(entry);
 }
 
@@ -32,16 +36,33 @@ void check_driver(CUresult status, const char* what) {
     throw Error(ErrorKind::Cuda, fmt::format("{} failed (CUresult {})", what, static_cast<int>(status)));
 }
 
-// The current device's SMs as a driver resource.
-CUdevResource device_sms(CUdevice& device) {
+// The current device and its SMs as a driver resource.
+struct DeviceSms {
+  CUdevice device = 0;
+  CUdevResource all{};
+};
+
+DeviceSms device_sms() {
   check_cuda(cudaFree(nullptr), "cudaFree(nullptr) (creates the primary context)");
-  const auto get_device = driver_entry<CUresult (*)(CUdevice*, int)>("cuDeviceGet");
+  const auto get_device = driver_entry<PFN_cuDeviceGet_v2000>("cuDeviceGet", kDeviceApiVersion);
   const auto get_resource =
-      driver_entry<CUresult (*)(CUdevice, CUdevResource*, CUdevResourceType)>("cuDeviceGetDevResource");
-  check_driver(get_device(&device, current_device_info().index), "cuDeviceGet");
-  CUdevResource sms{};
-  check_driver(get_resource(device, &sms, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource");
-  return sms;
+      driver_entry<PFN_cuDeviceGetDevResource_v12040>("cuDeviceGetDevResource", kGreenContextApiVersion);
+  DeviceSms d;
+  check_driver(get_device(&d.device, current_device_info().index), "cuDeviceGet");
+  check_driver(get_resource(d.device, &d.all, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource");
+  return d;
+}
+
+// One group of at least `sms` of the device's SMs as the driver splits them (it rounds a request
+// up to its granularity: on sm_90 a multiple of 8), or an invalid resource where it grants none.
+CUdevResource split_off(const DeviceSms& d, int sms) {
+  const auto split =
+      driver_entry<PFN_cuDevSmResourceSplitByCount_v12040>("cuDevSmResourceSplitByCount", kGreenContextApiVersion);
+  CUdevResource part{};
+  unsigned int groups = 1;
+  if (split(&part, &groups, &d.all, nullptr, 0, static_cast<unsigned int>(sms)) != CUDA_SUCCESS || groups != 1)
+    part.type = CU_DEV_RESOURCE_TYPE_INVALID;
+  return part;
 }
 
 }  // namespace
@@ -57,52 +78,36 @@ struct SmPartitionStream::GreenContext {
     if (cudaGetDriverEntryPointByVersion("cuGreenCtxDestroy", &entry, kGreenContextApiVersion, cudaEnableDefault,
                                          &found) == cudaSuccess &&
         found == cudaDriverEntryPointSuccess && entry != nullptr)
-      reinterpret_cast<CUresult (*)(CUgreenCtx)>(entry)(handle);
+      reinterpret_cast<PFN_cuGreenCtxDestroy_v12040>(entry)(handle);
   }
 };
 
-SmPartitionStream::Sizes SmPartitionStream::sizes() {
-  CUdevice device = 0;
-  const CUdevResource all = device_sms(device);
-  return {static_cast<int>(all.sm.minSmPartitionSize), static_cast<int>(all.sm.smCoscheduledAlignment),
-          static_cast<int>(all.sm.smCount)};
+int SmPartitionStream::granted_sms(int sms) {
+  require(sms > 0, "sms", "> 0", sms);
+  const DeviceSms d = device_sms();
+  if (sms > static_cast<int>(d.all.sm.smCount)) return 0;
+  const CUdevResource part = split_off(d, sms);
+  return part.type == CU_DEV_RESOURCE_TYPE_SM ? static_cast<int>(part.sm.smCount) : 0;
 }
 
 SmPartitionStream::SmPartitionStream(int sms) {
   require(sms > 0, "sms", "> 0", sms);
-  CUdevice device = 0;
-  const CUdevResource all = device_sms(device);
-  const int min_sms = static_cast<int>(all.sm.minSmPartitionSize);
-  const int alignment = static_cast<int>(all.sm.smCoscheduledAlignment);
-  const int device_sms_count = static_cast<int>(all.sm.smCount);
-  require(sms >= min_sms && sms <= device_sms_count && alignment > 0 && sms % alignment == 0, "sms",
-          fmt::format("a multiple of {} from {} to the GPU's {} SMs (its green-context partitions)", alignment,
-                      min_sms, device_sms_count),
-          sms);
-  const auto split = driver_entry<CUresult (*)(CUdevResource*, unsigned int*, const CUdevResource*, CUdevResource*,
-                                               unsigned int, unsigned int)>("cuDevSmResourceSplitByCount");
+  const DeviceSms d = device_sms();
+  const int device_sms_count = static_cast<int>(d.all.sm.smCount);
+  require(sms <= device_sms_count, "sms", fmt::format("at most the GPU's {} SMs", device_sms_count), sms);
+  CUdevResource part = split_off(d, sms);
+  const int granted = part.type == CU_DEV_RESOURCE_TYPE_SM ? static_cast<int>(part.sm.smCount) : 0;
+  require(granted == sms, "sms", "a partition the driver grants whole (its green contexts' granularity)",
+          fmt::format("{} (granted {} SMs for it)", sms, granted));
   const auto generate_desc =
-      driver_entry<CUresult (*)(CUdevResourceDesc*, CUdevResource*, unsigned int)>("cuDevResourceGenerateDesc");
-  const auto create =
-      driver_entry<CUresult (*)(CUgreenCtx*, CUdevResourceDesc, CUdevice, unsigned int)>("cuGreenCtxCreate");
+      driver_entry<PFN_cuDevResourceGenerateDesc_v12040>("cuDevResourceGenerateDesc", kGreenContextApiVersion);
+  const auto create = driver_entry<PFN_cuGreenCtxCreate_v12040>("cuGreenCtxCreate", kGreenContextApiVersion);
   const auto create_stream =
-      driver_entry<CUresult (*)(CUstream*, CUgreenCtx, unsigned int, int)>("cuGreenCtxStreamCreate");
-  CUdevResource part{};
-  unsigned int groups = 0;
-  // NOTE: the row kernels launch clusters of up to 16 CTAs: first ask for a group that keeps
-  // them, then for any group of the size.
-  for (const unsigned int flags : {unsigned{CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE}, 0u}) {
-    groups = 1;
-    if (split(&part, &groups, &all, nullptr, flags, static_cast<unsigned int>(sms)) == CUDA_SUCCESS && groups == 1 &&
-        part.sm.smCount == static_cast<unsigned int>(sms))
-      break;
-    groups = 0;
-  }
-  require(groups == 1, "sms", "a partition the driver grants whole", sms);
+      driver_entry<PFN_cuGreenCtxStreamCreate_v12050>("cuGreenCtxStreamCreate", kGreenStreamApiVersion);
   CUdevResourceDesc desc = nullptr;
   check_driver(generate_desc(&desc, &part, 1), "cuDevResourceGenerateDesc");
   auto context = std::make_unique<GreenContext>();
-  check_driver(create(&context->handle, desc, device, CU_GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate");
+  check_driver(create(&context->handle, desc, d.device, CU_GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate");
   CUstream stream = nullptr;
   check_driver(create_stream(&stream, context->handle, CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate");
   stream_ = stream;
@@ -111,7 +116,11 @@ SmPartitionStream::SmPartitionStream(int sms) {
 }
 
 SmPartitionStream::~SmPartitionStream() {
-  if (stream_) cudaStreamDestroy(stream_);
+  if (stream_) {
+    // The context's SMs are released with it: no kernel of the stream may still run then.
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
   delete context_;
 }
 

@@ -1,10 +1,11 @@
 // fusekit::SmPartitionStream on a GPU: every CTA of a grid of many more CTAs than the partition
 // has SMs runs on at most that many distinct SMs (read from %smid), a full-device stream takes
-// more, and sizes the device does not offer are refused by name.
+// more, and sizes the driver does not grant whole are refused by name.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "fusekit/buffer.hpp"
@@ -43,16 +44,15 @@ std::set<unsigned int> sms_used(cudaStream_t stream, int ctas) {
 
 TEST(SmPartitionGpu, KernelsRunOnThePartitionsSmsOnly) {
   FUSEKIT_REQUIRE_GPU();
-  const SmPartitionStream::Sizes sizes = SmPartitionStream::sizes();
-  ASSERT_GT(sizes.alignment, 0);
-  ASSERT_GE(sizes.device_sms, sizes.min_sms);
   const int device_sms = current_device_info().device_sm_count;
   const int ctas = kCtasPerSm * device_sms;
-  // The smallest partition the device offers, and one that leaves a quarter of the SMs out.
-  const int smallest = (sizes.min_sms + sizes.alignment - 1) / sizes.alignment * sizes.alignment;
-  const int most = device_sms * 3 / 4 / sizes.alignment * sizes.alignment;
+  // The smallest partition the driver grants, and the one it grants for three quarters of the SMs.
+  const int smallest = SmPartitionStream::granted_sms(1);
+  const int most = SmPartitionStream::granted_sms(device_sms * 3 / 4);
+  ASSERT_GE(smallest, 1);
+  ASSERT_GE(most, smallest);
+  ASSERT_LT(most, device_sms);
   for (const int sms : {smallest, most}) {
-    if (sms < smallest) continue;
     SCOPED_TRACE(sms);
     SmPartitionStream partition(sms);
     EXPECT_EQ(partition.sms(), sms);
@@ -64,12 +64,17 @@ TEST(SmPartitionGpu, KernelsRunOnThePartitionsSmsOnly) {
   EXPECT_GT(static_cast<int>(sms_used(whole, ctas).size()), most) << "the whole device takes more SMs";
 }
 
-TEST(SmPartitionGpu, SizesTheDeviceDoesNotOfferAreRefusedByName) {
+// A request the driver rounds up is refused, naming what it grants; more SMs than the GPU has too.
+TEST(SmPartitionGpu, SizesTheDriverDoesNotGrantWholeAreRefusedByName) {
   FUSEKIT_REQUIRE_GPU();
-  const SmPartitionStream::Sizes sizes = SmPartitionStream::sizes();
-  if (sizes.alignment > 1)
-    testing::expect_error([&] { SmPartitionStream partition(sizes.min_sms + 1); }, "sms: expected a multiple of");
-  testing::expect_error([&] { SmPartitionStream partition(sizes.device_sms + sizes.alignment); }, "sms");
+  const int smallest = SmPartitionStream::granted_sms(1);
+  if (smallest > 1)
+    testing::expect_error([] { SmPartitionStream partition(1); },
+                          "sms: expected a partition the driver grants whole (its green contexts' granularity), got 1 "
+                          "(granted " + std::to_string(smallest));
+  const int device_sms = current_device_info().device_sm_count;
+  EXPECT_EQ(SmPartitionStream::granted_sms(device_sms + 1), 0);
+  testing::expect_error([&] { SmPartitionStream partition(device_sms + 1); }, "sms: expected at most the GPU's");
 }
 
 }  // namespace
