@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 #include "fusekit/error.hpp"
 #include "fusekit/fused_gemm.hpp"
@@ -66,6 +67,52 @@ TEST(FusedGemmArgs, NamesABadGateBlockBeforeTheOutputShape) {
   g.tensors.bias = {};
   g.d = TensorView::matrix(fake_address(kSlotD), DType::BF16, kM, kN / 2, kN / 2);
   expect_error([&] { run(g); }, "epilogue node 0 (swiglu) block");
+}
+
+// fused_gemm's argument checks, which run before any device access: each bad argument named, and
+// by plan_fused_gemm alike (it runs the same checks).
+TEST(FusedGemmArgs, RejectsEachBadArgumentByName) {
+  FusedGemmHandle handle;
+  const auto rejected = [&](const FusedGemmArgs& g, const std::string& why) {
+    expect_error([&] { fused_gemm(handle, g); }, why);
+    expect_error([&] { plan_fused_gemm(g); }, why);
+  };
+  const auto plain = [] {
+    FusedGemmArgs g;
+    g.a = TensorView::matrix(fake_address(kSlotA), DType::BF16, kM, kK, kK);
+    g.b = TensorView::matrix(fake_address(kSlotB), DType::BF16, kN, kK, kK);
+    g.d = TensorView::matrix(fake_address(kSlotD), DType::BF16, kM, kN, kN);
+    return g;
+  };
+  auto g = plain();
+  g.epilogue = EpilogueSpec{}.quantize_e4m3();
+  g.tensors.quant_scale = static_cast<const float*>(fake_address(kSlotScale));
+  rejected(g, "d dtype: expected e4m3, got bf16");
+  g.d.dtype = DType::E4M3;
+  g.tensors.quant_scale = static_cast<const float*>(fake_address(kSlotScale, 2));
+  rejected(g, "epilogue quant_scale address: expected a multiple of 4 bytes");
+  g = plain();
+  g.d.dtype = DType::E4M3;
+  rejected(g, "d dtype: expected bf16, got e4m3");
+  g = plain();
+  g.epilogue = EpilogueSpec{}.bias();
+  g.tensors.bias = TensorView::contiguous(fake_address(kSlotBias), DType::F16, {kN});
+  rejected(g, "epilogue bias dtype: expected bf16");
+  g = plain();
+  g.d.data = fake_address(kSlotA, kK * 2);  // D from A's second row on
+  rejected(g, "d: expected memory disjoint from a");
+  g = plain();
+  g.schedule = static_cast<Sm90Schedule>(4);
+  rejected(g, "schedule: expected Auto, Cooperative, Pingpong or Deferred, got 4");
+  g = plain();
+  g.epilogue.nodes.push_back({static_cast<EpilogueOp>(99)});
+  rejected(g, "epilogue node 0 op: expected an EpilogueOp, got 99");
+  g = plain();
+  expect_error([&] { plan_fused_gemm(g, static_cast<GemmBackend>(4)); }, "backend: expected Auto, CublasLt");
+  g = plain();
+  g.epilogue = EpilogueSpec{}.residual();
+  g.tensors.residual = TensorView::matrix(fake_address(kSlotD, 2), DType::BF16, kM, kN, kN);
+  rejected(g, "d: expected memory disjoint from epilogue residual, or");
 }
 
 }  // namespace

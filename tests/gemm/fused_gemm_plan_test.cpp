@@ -168,52 +168,5 @@ TEST(FusedGemmPlan, PortableTakesAnE4m3OutputInRowsOfEightBytes) {
   expect_error([&] { plan_fused_gemm(g); }, "D's rows aligned to 8 bytes", ErrorKind::Unsupported);
 }
 
-// fused_gemm's argument checks, which run before any device access: each bad argument named, and
-// by plan_fused_gemm alike (it runs the same checks).
-TEST(FusedGemmArgs, RejectsEachBadArgumentByName) {
-  using testing::fake_address;
-  FusedGemmHandle handle;
-  const auto rejected = [&](const FusedGemmArgs& g, const std::string& why) {
-    expect_error([&] { fused_gemm(handle, g); }, why);
-    expect_error([&] { plan_fused_gemm(g); }, why);
-  };
-  const auto valid = [] {
-    FusedGemmArgs g;
-    g.a = TensorView::matrix(fake_address(0), DType::BF16, kM, kK, kK);
-    g.b = TensorView::matrix(fake_address(1), DType::BF16, kN, kK, kK);
-    g.d = TensorView::matrix(fake_address(2), DType::BF16, kM, kN, kN);
-    return g;
-  };
-  auto g = valid();
-  g.epilogue = EpilogueSpec{}.quantize_e4m3();
-  g.tensors.quant_scale = static_cast<const float*>(fake_address(3));
-  rejected(g, "d dtype: expected e4m3, got bf16");
-  g.d.dtype = DType::E4M3;
-  g.tensors.quant_scale = static_cast<const float*>(fake_address(3, 2));
-  rejected(g, "epilogue quant_scale address: expected a multiple of 4 bytes");
-  g = valid();
-  g.d.dtype = DType::E4M3;
-  rejected(g, "d dtype: expected bf16, got e4m3");
-  g = valid();
-  g.epilogue = EpilogueSpec{}.bias();
-  g.tensors.bias = TensorView::contiguous(fake_address(3), DType::F16, {kN});
-  rejected(g, "epilogue bias dtype: expected bf16");
-  g = valid();
-  g.d.data = fake_address(0, kK * 2);  // D from A's second row on
-  rejected(g, "d: expected memory disjoint from a");
-  g = valid();
-  g.schedule = static_cast<Sm90Schedule>(4);
-  rejected(g, "schedule: expected Auto, Cooperative, Pingpong or Deferred, got 4");
-  g = valid();
-  g.epilogue.nodes.push_back({static_cast<EpilogueOp>(99)});
-  rejected(g, "epilogue node 0 op: expected an EpilogueOp, got 99");
-  g = valid();
-  expect_error([&] { plan_fused_gemm(g, static_cast<GemmBackend>(4)); }, "backend: expected Auto, CublasLt");
-  g = valid();
-  g.epilogue = EpilogueSpec{}.residual();
-  g.tensors.residual = TensorView::matrix(fake_address(2, 2), DType::BF16, kM, kN, kN);
-  rejected(g, "d: expected memory disjoint from epilogue residual, or");
-}
-
 }  // namespace
 }  // namespace fusekit
