@@ -32,8 +32,8 @@ void add_common_bench_options(CLI::App* sub, CommonBenchOptions& o) {
       ->capture_default_str();
   sub->add_option("--rung", o.rungs, "time only the named rung (repeatable; default: every rung)");
   auto* sms = sub->add_option("--sms", o.sms,
-                              "size fusekit's grids for N SMs (fusekit::set_sm_limit; default: all of them); cuBLASLt's "
-                              "kernels are not capped")
+                              "size fusekit's grids for N SMs (fusekit::set_sm_limit; default: all of them); "
+                              "cuBLASLt's kernels are not capped")
                   ->check(CLI::Range(1, INT_MAX));
   sub->add_option("--sms-scope", o.sms_scope,
                   "what --sms bounds: 'grids' (default: fusekit's grids, whose CTAs may take any SM) or 'partition' "
